@@ -1,0 +1,5 @@
+"""``python -m petstore``: the same as the ``petstore`` command."""
+
+from petstore.cli import main
+
+main()

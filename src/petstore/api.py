@@ -1,0 +1,158 @@
+"""The three operations under ``/v1`` plus health: parse, authenticate, call one rule.
+
+``listPets`` and ``createPet`` share the path ``/v1/pets`` and so one route, so a
+405 there names both methods in ``Allow``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from petstore import errors, pagination, pets
+from petstore.auth import KeyVerifier
+from petstore.schemas import NewPet, encode
+from petstore.store import Store
+
+JSON = "application/json"
+_new_pet_decoder = msgspec.json.Decoder(NewPet)
+_FIELD_RE = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the endpoints use, built once per app by the lifespan."""
+
+    store: Store
+    verifier: KeyVerifier
+    cursors: pagination.CursorSigner
+    clock: Callable[[], datetime]
+    max_body_bytes: int
+    schema_revision: str
+    deprecation_headers: dict[str, str]
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+async def _authenticate(request: Request, services: Services) -> int:
+    """The caller's API key id (D12); every ``/v1/pets`` operation starts here."""
+    return await services.verifier.verify(request.headers.get("authorization"))
+
+
+def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, headers=headers, media_type=JSON)
+
+
+async def pets_collection(request: Request) -> Response:
+    """``GET /v1/pets`` (listPets) and ``POST /v1/pets`` (createPet)."""
+    if request.method == "POST":
+        return await create_pet(request)
+    return await list_pets(request)
+
+
+async def list_pets(request: Request) -> Response:
+    """listPets: a page of animals in id order, ``Link: rel="next"`` when more follow (D7-D9)."""
+    services = _services(request)
+    await _authenticate(request, services)
+    query = request.query_params
+    status = pets.parse_status(query.get("status"))
+    limit = pets.parse_limit(query.get("limit"))
+    cursor = query.get("cursor")
+    after_id = 0 if cursor is None else services.cursors.last_id(cursor, status=status)
+    page, more = await pets.list_page(services.store, status=status, limit=limit, after_id=after_id)
+    headers = None
+    if more:
+        url = request.url
+        next_cursor = services.cursors.issue(last_id=page[-1].id, status=status)
+        headers = {
+            "Link": pagination.next_link(
+                f"{url.scheme}://{url.netloc}{url.path}",
+                cursor=next_cursor,
+                limit=limit,
+                status=status,
+            )
+        }
+    return _json(encode(page), headers=headers)
+
+
+async def create_pet(request: Request) -> Response:
+    """createPet: validate a NewPet (D1-D4), store it durably, answer 201 with the Pet."""
+    services = _services(request)
+    await _authenticate(request, services)
+    media_type, _, params = request.headers.get("content-type", "").partition(";")
+    charset = params.strip().lower().removeprefix("charset=").strip('"')
+    if media_type.strip().lower() != JSON or charset not in ("", "utf-8"):
+        raise errors.UnsupportedMediaType("the request body must be application/json (UTF-8)")
+    body = await _read_body(request, limit=services.max_body_bytes)
+    pet = await pets.create(services.store, _decode_new_pet(body))
+    return _json(encode(pet), status=201)
+
+
+async def get_pet(request: Request) -> Response:
+    """getPet (deprecated, D14): one animal by id; 410 from the sunset on."""
+    services = _services(request)
+    headers = {
+        **services.deprecation_headers,
+        "Link": f'<{request.base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"',
+    }
+    try:
+        await _authenticate(request, services)
+        pets.check_sunset(services.clock())
+        pet = await pets.get(services.store, pets.parse_pet_id(request.path_params["pet_id"]))
+    except errors.PetstoreError as exc:
+        exc.headers.update(headers)
+        raise
+    return _json(encode(pet), headers=headers)
+
+
+async def _read_body(request: Request, *, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``limit`` bytes (D17)."""
+    too_large = errors.PayloadTooLarge(f"the request body is larger than {limit} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode_new_pet(body: bytes) -> NewPet:
+    """A NewPet from JSON bytes; the error message names the offending field (D8, D10)."""
+    if not body.strip():
+        raise errors.MalformedJson("the request body is empty; send a NewPet JSON object")
+    try:
+        return _new_pet_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        match = _FIELD_RE.search(text)
+        field = next((g for g in match.groups() if g), "body") if match else "body"
+        detail = text.split(" - at ", 1)[0]
+        raise errors.InvalidRequest(f"{field}: {detail[0].lower()}{detail[1:]}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness: the process answers. No key needed."""
+    return _json(b'{"status":"ok"}')
+
+
+async def readyz(request: Request) -> Response:
+    """Readiness: the database answers and its schema is current. No key needed."""
+    services = _services(request)
+    if await services.store.schema_revision() != services.schema_revision:
+        raise errors.Unavailable("the database schema is not current")
+    return _json(b'{"status":"ready"}')

@@ -1,0 +1,112 @@
+"""``create_app(settings)``: wiring only. Nothing is built at import time.
+
+The lifespan opens the store and builds the services the endpoints share; it
+closes the store at shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from petstore import api, db, docs, errors, pagination, pets
+from petstore.auth import KeyVerifier
+from petstore.config import Settings, load_settings
+from petstore.middleware import ServiceMiddleware
+from petstore.store import open_store
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The current time, aware, in UTC: the default clock."""
+    return datetime.now(UTC)
+
+
+async def _render_error(request: Request, exc: Exception) -> Response:
+    """The one place an Error body is made (D10), for our errors and Starlette's."""
+    if isinstance(exc, HTTPException):
+        exc = errors.from_http_status(exc.status_code, exc.headers)
+    assert isinstance(exc, errors.PetstoreError)
+    return Response(
+        exc.body(), status_code=exc.status, headers=exc.headers, media_type="application/json"
+    )
+
+
+def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
+    """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14) and
+    key expiry. The database must already be migrated (``db.upgrade``)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        store = await open_store(settings.database_url)
+        app.state.services = api.Services(
+            store=store,
+            verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
+            cursors=pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode()),
+            clock=clock,
+            max_body_bytes=settings.max_body_bytes,
+            schema_revision=db.head_revision(),
+            deprecation_headers={
+                "Deprecation": f"@{int(settings.deprecation_date.timestamp())}",  # RFC 9745
+                "Sunset": pets.SUNSET_HEADER,  # RFC 8594
+            },
+        )
+        try:
+            yield
+        finally:
+            await store.close()
+
+    routes = [
+        Route("/v1/pets", api.pets_collection, methods=["GET", "POST"], name="pets"),
+        Route("/v1/pets/{pet_id}", api.get_pet, methods=["GET"], name="pet"),
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
+        *docs.routes(settings),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(ServiceMiddleware)],
+        exception_handlers={errors.PetstoreError: _render_error, HTTPException: _render_error},
+        lifespan=lifespan,
+    )
+    app.router.redirect_slashes = False
+    return app
+
+
+def configure_logging(settings: Settings) -> None:
+    """Log to stderr at ``settings.log_level``; every line names its request id (D18)."""
+
+    class _RequestIdDefault(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if not hasattr(record, "request_id"):
+                record.request_id = "-"
+            return True
+
+    handler = logging.StreamHandler()
+    handler.addFilter(_RequestIdDefault())
+    handler.setFormatter(
+        logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"
+        )
+    )
+    logger = logging.getLogger("petstore")
+    logger.handlers[:] = [handler]
+    logger.setLevel(settings.log_level)
+    logger.propagate = False
+
+
+def app_from_environment() -> Starlette:
+    """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs."""
+    settings = load_settings()
+    configure_logging(settings)
+    return create_app(settings)

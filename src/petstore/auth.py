@@ -1,0 +1,75 @@
+"""Bearer authentication (interface: Authentication; D12, D13; RFC 6750).
+
+:class:`KeyVerifier` turns an ``Authorization`` header into the id of a valid API
+key or raises ``errors.Unauthorized``. Verified keys are cached in process for
+``key_cache_seconds`` (at most 5 s, so a revocation bites within 5 s everywhere);
+unknown keys are never cached, so a new key works at once.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from petstore import errors, keys
+from petstore.store import Store
+
+_CACHE_MAX = 10_000
+
+
+class KeyVerifier:
+    """Checks bearer keys against the store, in constant time per candidate key."""
+
+    def __init__(
+        self, store: Store, *, clock: Callable[[], datetime], cache_seconds: float
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._cache_seconds = cache_seconds
+        # key hash -> (key id, expiry or None, monotonic time the entry goes stale)
+        self._cache: dict[str, tuple[int, datetime | None, float]] = {}
+
+    async def verify(self, authorization: str | None) -> int:
+        """The id of the API key in ``authorization`` (``Bearer <key>``, scheme any case).
+
+        Raises Unauthorized when the header is missing, malformed, or names a key
+        that is unknown, revoked or expired.
+        """
+        if not authorization:
+            raise errors.Unauthorized(
+                "an API key is required: Authorization: Bearer <key>", key_sent=False
+            )
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise errors.Unauthorized(
+                "the Authorization header must be: Bearer <key>", key_sent=True
+            )
+        key_hash = keys.hash_key(token)
+        cached = self._cache.get(key_hash)
+        if cached is not None and cached[2] > time.monotonic():
+            key_id, expires_at, _ = cached
+        else:
+            key_id, expires_at = await self._lookup(token, key_hash)
+        if expires_at is not None and expires_at <= self._clock():
+            raise errors.Unauthorized("the API key has expired", key_sent=True)
+        return key_id
+
+    async def _lookup(self, token: str, key_hash: str) -> tuple[int, datetime | None]:
+        prefix = keys.visible_prefix(token)
+        invalid = errors.Unauthorized("the API key is not valid", key_sent=True)
+        if prefix is None:
+            raise invalid
+        for record in await self._store.find_api_keys(prefix):
+            if hmac.compare_digest(record.key_hash, key_hash):
+                if record.revoked_at is not None:
+                    break
+                if self._cache_seconds > 0:
+                    if len(self._cache) >= _CACHE_MAX:
+                        self._cache.clear()
+                    stale_at = time.monotonic() + self._cache_seconds
+                    self._cache[key_hash] = (record.id, record.expires_at, stale_at)
+                return record.id, record.expires_at
+        raise invalid

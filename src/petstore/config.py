@@ -1,0 +1,124 @@
+"""Settings: every ``PETSTORE_*`` environment variable, validated once at start.
+
+``Settings()`` reads the environment; ``load_settings()`` does the same and turns a
+validation failure into one :class:`SettingsError` whose message names each bad
+variable, so ``petstore serve`` can print it and exit instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Self
+
+from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The cursor secret used when none is configured. Fine on a laptop, refused in
+#: staging and production (cursors signed with a public secret can be forged).
+DEFAULT_CURSOR_SECRET = "petstore-development-cursor-secret-not-for-production"  # noqa: S105
+
+#: Where the embedded SQLite database lives by default, relative to the working directory.
+DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
+
+#: D14: the Deprecation date of ``getPet``, 2026-01-01T00:00:00Z.
+DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Environment(StrEnum):
+    """Where an instance runs; staging and production refuse unsafe settings."""
+
+    DEVELOPMENT = "development"
+    STAGING = "staging"
+    PRODUCTION = "production"
+
+
+class SettingsError(ValueError):
+    """Raised by :func:`load_settings` when the environment holds an invalid setting."""
+
+
+class Settings(BaseSettings):
+    """The service's configuration, one field per ``PETSTORE_<FIELD>`` variable.
+
+    Raises ``pydantic.ValidationError`` on a bad value, and on a default or short
+    cursor secret outside development.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PETSTORE_", frozen=True, extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
+    environment: Environment = Environment.DEVELOPMENT
+    database_url: str = DEFAULT_DATABASE_URL
+    #: D19: the production and staging base URLs, both ending in ``/v1``.
+    base_url: AnyHttpUrl = AnyHttpUrl("https://petstore.example.com/v1")
+    staging_base_url: AnyHttpUrl = AnyHttpUrl("https://staging.petstore.example.com/v1")
+    #: D9: HMAC key for signed cursors; shared by every instance of one deployment.
+    cursor_secret: SecretStr = SecretStr(DEFAULT_CURSOR_SECRET)
+    #: D17: largest accepted request body, in bytes.
+    max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 64 * 1024
+    #: D13: how long a verified API key is trusted without a database read, in seconds.
+    key_cache_seconds: Annotated[float, Field(ge=0, le=5)] = 2.0
+    #: D14: the ``Deprecation`` date announced on ``getPet``.
+    deprecation_date: datetime = DEFAULT_DEPRECATION_DATE
+    #: D17: seconds a client may take to send its request headers.
+    header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
+    log_level: str = "INFO"
+
+    @field_validator("base_url", "staging_base_url")
+    @classmethod
+    def _ends_in_v1(cls, url: AnyHttpUrl) -> AnyHttpUrl:
+        if not str(url).rstrip("/").endswith("/v1"):
+            raise ValueError("must end with the version segment /v1 (D19)")
+        return url
+
+    @field_validator("deprecation_date")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("must carry a time zone, e.g. 2026-01-01T00:00:00Z")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+        return value.upper()
+
+    @model_validator(mode="after")
+    def _safe_outside_development(self) -> Self:
+        if self.environment is Environment.DEVELOPMENT:
+            return self
+        secret = self.cursor_secret.get_secret_value()
+        if secret == DEFAULT_CURSOR_SECRET or len(secret) < 32:
+            raise ValueError(
+                f"PETSTORE_CURSOR_SECRET must be set to a private value of at least 32 "
+                f"characters in {self.environment.value} (the default is public)"
+            )
+        return self
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file named by ``database_url``, or None for another backend."""
+        from petstore import db
+
+        return db.sqlite_path(self.database_url)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment (plus ``overrides``) into Settings.
+
+    Raises SettingsError with one line per invalid variable.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            field = "_".join(str(part) for part in error["loc"]) or "settings"
+            name = f"PETSTORE_{field.upper()}" if error["loc"] else "settings"
+            lines.append(f"  {name}: {error['msg']}")
+        raise SettingsError("invalid configuration:\n" + "\n".join(lines)) from None

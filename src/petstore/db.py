@@ -1,0 +1,79 @@
+"""Database URLs, and applying or checking the schema migrations.
+
+``PETSTORE_DATABASE_URL`` accepts ``sqlite:///relative/path.db`` and
+``sqlite:////absolute/path.db`` (the SQLAlchemy spelling). The migrations are
+Alembic's, in ``petstore/migrations``; they are run here with SQLAlchemy Core,
+which never runs on the request path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class UnsupportedDatabaseError(ValueError):
+    """Raised for a database URL whose scheme no store implements."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL, or None when ``url`` names another backend.
+
+    Raises UnsupportedDatabaseError for an in-memory or empty SQLite URL: every
+    process of the service must see the same durable file.
+    """
+    if not url.startswith("sqlite:"):
+        return None
+    if not url.startswith("sqlite:///"):
+        raise UnsupportedDatabaseError("a SQLite URL looks like sqlite:///path/to/file.db")
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    if not path or path == ":memory:":
+        raise UnsupportedDatabaseError("SQLite needs a file path, not an in-memory database")
+    return Path(path)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL Alembic connects with for the service's ``url``.
+
+    Raises UnsupportedDatabaseError for a scheme no store implements.
+    """
+    path = sqlite_path(url)
+    if path is not None:
+        return f"sqlite:///{path}"
+    raise UnsupportedDatabaseError(f"unsupported database URL scheme: {url.split(':', 1)[0]!r}")
+
+
+def _alembic_config(url: str) -> Config:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str) -> None:
+    """Apply every pending migration to the database at ``url`` (idempotent).
+
+    A SQLite file and its folder are created when missing.
+    """
+    from alembic import command
+
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(_alembic_config(url), "head")
+
+
+def head_revision() -> str:
+    """The newest migration's revision id: the schema version this code expects."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config("sqlite:///unused.db")).get_current_head()
+    assert head is not None
+    return head

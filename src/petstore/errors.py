@@ -1,0 +1,135 @@
+"""Errors: one class per Error ``code`` (D10), all rendered by :func:`error_response`.
+
+Hierarchy::
+
+    PetstoreError                 status, code, message, headers
+    ├── InvalidRequest            400 invalid_request
+    ├── MalformedJson             400 malformed_json
+    ├── Unauthorized              401 unauthorized (+ WWW-Authenticate, RFC 6750)
+    ├── NotFound                  404 not_found
+    ├── MethodNotAllowed          405 method_not_allowed (+ Allow)
+    ├── Gone                      410 gone
+    ├── PayloadTooLarge           413 payload_too_large
+    ├── UnsupportedMediaType      415 unsupported_media_type
+    ├── InternalError             500 internal_error
+    └── Unavailable               503 unavailable (+ Retry-After)
+
+The rules and storage layers raise these; the web layer never builds an error body
+by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from petstore.schemas import Error, encode
+
+#: D12: the realm of every bearer challenge.
+REALM = 'Bearer realm="petstore"'
+
+
+class PetstoreError(Exception):
+    """Base of every error the service answers with; carries what the response needs."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self) -> bytes:
+        """The Error body as JSON bytes: exactly ``code``, ``message``, ``status``."""
+        return encode(Error(code=self.code, message=self.message, status=self.status))
+
+
+class InvalidRequest(PetstoreError):
+    """A body field or query/path parameter fails validation; the message names it."""
+
+    status, code = 400, "invalid_request"
+
+
+class MalformedJson(PetstoreError):
+    """The request body is not valid JSON (or not UTF-8)."""
+
+    status, code = 400, "malformed_json"
+
+
+class Unauthorized(PetstoreError):
+    """No, malformed, unknown, revoked or expired API key (D12, RFC 6750 section 3)."""
+
+    status, code = 401, "unauthorized"
+
+    def __init__(self, message: str, *, key_sent: bool) -> None:
+        challenge = f'{REALM}, error="invalid_token"' if key_sent else REALM
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
+
+
+class NotFound(PetstoreError):
+    """No such animal, or no such path."""
+
+    status, code = 404, "not_found"
+
+
+class MethodNotAllowed(PetstoreError):
+    """The path exists but not with this method; ``allow`` lists the methods it has."""
+
+    status, code = 405, "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message, headers={"Allow": allow})
+
+
+class Gone(PetstoreError):
+    """A sunset operation called after its sunset date (D14)."""
+
+    status, code = 410, "gone"
+
+
+class PayloadTooLarge(PetstoreError):
+    """The request body is larger than ``PETSTORE_MAX_BODY_BYTES`` (D17)."""
+
+    status, code = 413, "payload_too_large"
+
+
+class UnsupportedMediaType(PetstoreError):
+    """A POST body that is not ``application/json``."""
+
+    status, code = 415, "unsupported_media_type"
+
+
+class InternalError(PetstoreError):
+    """An unexpected fault; the message never carries internals."""
+
+    status, code = 500, "internal_error"
+
+
+class Unavailable(PetstoreError):
+    """The database cannot be reached right now; retry after ``retry_after`` seconds."""
+
+    status, code = 503, "unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+_BY_STATUS: dict[int, type[PetstoreError]] = {
+    cls.status: cls
+    for cls in (NotFound, Gone, PayloadTooLarge, UnsupportedMediaType, InternalError)
+}
+
+
+def from_http_status(status: int, headers: Mapping[str, str] | None = None) -> PetstoreError:
+    """The PetstoreError for a bare HTTP status raised by the framework (404, 405...)."""
+    if status == 405:
+        return MethodNotAllowed(
+            "this path does not support that method; see the Allow header",
+            allow=(headers or {}).get("Allow", ""),
+        )
+    if status == 404:
+        return NotFound("no such path; the API lives under /v1 (see /v1/docs)")
+    cls = _BY_STATUS.get(status)
+    if cls is None:
+        return InvalidRequest("the request could not be processed")
+    return cls(cls.__doc__.splitlines()[0] if cls.__doc__ else cls.code)

@@ -1,0 +1,73 @@
+"""API keys (D13): format, hashing, and the operator's create/list/revoke.
+
+A key is ``petstore_`` followed by 43 base64url characters (32 random bytes, 256
+bits). The type prefix lets secret scanners spot a leaked key; the first 8 random
+characters, with the prefix, are the key's visible *prefix*, stored in clear to find
+its row. Only the SHA-256 hash of the whole key is stored: the key is random, not a
+password, so a slow password hash would add latency and no safety.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import UTC, datetime
+
+from petstore.store import ApiKey, Store
+
+KEY_TYPE_PREFIX = "petstore_"
+_RANDOM_CHARS = 43  # base64url of 32 bytes, unpadded
+_VISIBLE_CHARS = 8
+_KEY_RE = re.compile(rf"{KEY_TYPE_PREFIX}[A-Za-z0-9_-]{{{_RANDOM_CHARS}}}")
+NAME_MAX = 100
+
+
+def generate() -> str:
+    """A new random key (256 bits from ``secrets``)."""
+    return KEY_TYPE_PREFIX + secrets.token_urlsafe(32)
+
+
+def visible_prefix(key: str) -> str | None:
+    """The stored lookup prefix of a well-formed key, None when ``key`` is malformed."""
+    if _KEY_RE.fullmatch(key) is None:
+        return None
+    return key[: len(KEY_TYPE_PREFIX) + _VISIBLE_CHARS]
+
+
+def hash_key(key: str) -> str:
+    """The stored form of a key: SHA-256, hex."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+async def create(
+    store: Store, *, name: str, now: datetime, expires_at: datetime | None = None
+) -> tuple[ApiKey, str]:
+    """Create a key named ``name`` (1-100 characters); returns its record and the key.
+
+    The key itself is returned only here, once. Raises ValueError for an empty or
+    long name, or an ``expires_at`` that is naive or not after ``now``.
+    """
+    if not name.strip() or len(name) > NAME_MAX:
+        raise ValueError(f"a key name is 1 to {NAME_MAX} characters, not blank")
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise ValueError("the expiry needs a time zone, e.g. 2027-01-01T00:00:00Z")
+        if expires_at <= now:
+            raise ValueError("the expiry must be in the future")
+        expires_at = expires_at.astimezone(UTC)
+    key = generate()
+    prefix = visible_prefix(key)
+    assert prefix is not None
+    record = await store.create_api_key(
+        name=name, prefix=prefix, key_hash=hash_key(key), created_at=now, expires_at=expires_at
+    )
+    return record, key
+
+
+async def ensure_dev_key(store: Store, *, now: datetime) -> str | None:
+    """Create a key named ``dev`` when no key is active; returns it, or None."""
+    if await store.count_active_api_keys(now=now):
+        return None
+    _, key = await create(store, name="dev", now=now)
+    return key

@@ -1,0 +1,87 @@
+"""The outermost ASGI layer: request ids, security headers, the access log, and
+the Error body for anything no inner layer handled (D10, D18).
+
+A pure ASGI middleware (no per-request task or body copy), because it runs on
+every request.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from petstore import errors
+
+access_log = logging.getLogger("petstore.access")
+error_log = logging.getLogger("petstore.error")
+
+#: D18, OWASP REST Security Cheat Sheet.
+SECURITY_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+]
+#: A client's X-Request-ID is kept when it is 1-128 of these characters.
+_SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
+
+
+class ServiceMiddleware:
+    """Adds ``X-Request-ID`` and the D18 headers to every response, logs one line per
+    request, and answers 500 ``internal_error`` (no internals) on an unhandled fault."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                if _SANE_REQUEST_ID.fullmatch(value):
+                    request_id = value
+                break
+        if request_id is None:
+            request_id = uuid.uuid4().hex.encode()
+        scope.setdefault("state", {})["request_id"] = request_id.decode()
+        extra_headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
+        status = 0
+        started = time.perf_counter()
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), *extra_headers]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            error_log.exception("unhandled error", extra={"request_id": request_id.decode()})
+            if status == 0:
+                fault = errors.InternalError("an unexpected error occurred; it has been logged")
+                await send_with_headers(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send_with_headers({"type": "http.response.body", "body": fault.body()})
+        finally:
+            route = scope.get("route")
+            access_log.info(
+                "%s %s %s %.1fms",
+                scope["method"],
+                getattr(route, "path", scope["path"]),
+                status,
+                (time.perf_counter() - started) * 1000,
+                extra={"request_id": request_id.decode()},
+            )

@@ -1,0 +1,78 @@
+"""Signed cursors and the ``Link: rel="next"`` header (D9, RFC 8288).
+
+A cursor is the base64url (unpadded) of 10 bytes of payload followed by the first
+16 bytes of their HMAC-SHA256 under ``PETSTORE_CURSOR_SECRET``. The payload is a
+format version, the last id of the page, and the ``status`` filter it was issued
+for, so a cursor cannot be forged, altered, or reused with another filter. Keyset
+paging (``id > last``) keeps pages right while animals are added.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import struct
+from hashlib import sha256
+from urllib.parse import urlencode
+
+from petstore import errors
+from petstore.schemas import PetStatus
+
+_VERSION = 1
+_PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
+_SIGNATURE_BYTES = 16
+_STATUSES = list(PetStatus)
+
+
+class CursorSigner:
+    """Issues and verifies cursors with one deployment-wide secret."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def _sign(self, payload: bytes) -> bytes:
+        return hmac.new(self._secret, payload, sha256).digest()[:_SIGNATURE_BYTES]
+
+    def issue(self, *, last_id: int, status: PetStatus | None) -> str:
+        """The cursor for the page that follows the animal ``last_id``."""
+        index = -1 if status is None else _STATUSES.index(status)
+        payload = _PAYLOAD.pack(_VERSION, last_id, index)
+        return base64.urlsafe_b64encode(payload + self._sign(payload)).rstrip(b"=").decode()
+
+    def last_id(self, cursor: str, *, status: PetStatus | None) -> int:
+        """The last id a valid ``cursor`` stands after.
+
+        Raises InvalidRequest when the cursor was not issued by this deployment,
+        was altered in any way, or was issued for another ``status``.
+        """
+        invalid = errors.InvalidRequest("cursor: not a cursor issued by this service")
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        except (binascii.Error, ValueError):
+            raise invalid from None
+        if len(raw) != _PAYLOAD.size + _SIGNATURE_BYTES or (
+            base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != cursor
+        ):
+            raise invalid
+        payload, signature = raw[: _PAYLOAD.size], raw[_PAYLOAD.size :]
+        if not hmac.compare_digest(signature, self._sign(payload)):
+            raise invalid
+        version, last_id, index = _PAYLOAD.unpack(payload)
+        if version != _VERSION or not -1 <= index < len(_STATUSES):
+            raise invalid
+        if (None if index == -1 else _STATUSES[index]) is not status:
+            raise errors.InvalidRequest(
+                "cursor: issued for a different status filter; keep the status of the "
+                "request that returned it"
+            )
+        return int(last_id)
+
+
+def next_link(base_url: str, *, cursor: str, limit: int, status: PetStatus | None) -> str:
+    """The ``Link`` header value naming the next page, keeping ``limit`` and ``status``."""
+    query: dict[str, str | int] = {"limit": limit}
+    if status is not None:
+        query["status"] = status.value
+    query["cursor"] = cursor
+    return f'<{base_url}?{urlencode(query)}>; rel="next"'

@@ -1,0 +1,80 @@
+"""Rules for animals: listing pages, creating, fetching, and the getPet sunset.
+
+No web framework here: functions take validated values and a Store, and raise
+``errors.*`` (interface: Endpoints; D1, D7, D9, D11, D14).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+from petstore import errors
+from petstore.schemas import INT64_MAX, NewPet, Pet, PetStatus
+from petstore.store import Store
+
+LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
+
+#: interface: Versioning: getPet is removed on 5 December 2030 (00:00:00 GMT).
+SUNSET = datetime(2030, 12, 5, tzinfo=UTC)
+SUNSET_HEADER = format_datetime(SUNSET, usegmt=True)  # RFC 8594: IMF-fixdate
+REPLACEMENT = "GET /v1/pets with the status filter"
+
+
+def parse_limit(raw: str | None) -> int:
+    """``limit`` from the query: a decimal integer 1-100, 20 when absent (D8)."""
+    if raw is None:
+        return LIMIT_DEFAULT
+    if not (raw.isascii() and raw.isdigit()) or not LIMIT_MIN <= int(raw) <= LIMIT_MAX:
+        raise errors.InvalidRequest(
+            f"limit: must be an integer from {LIMIT_MIN} to {LIMIT_MAX}, got {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+def parse_status(raw: str | None) -> PetStatus | None:
+    """``status`` from the query: a PetStatus, or None when absent (D8)."""
+    if raw is None:
+        return None
+    try:
+        return PetStatus(raw)
+    except ValueError:
+        allowed = ", ".join(s.value for s in PetStatus)
+        raise errors.InvalidRequest(f"status: must be one of {allowed}") from None
+
+
+def parse_pet_id(raw: str) -> int:
+    """``petId`` from the path: any int64 (D11; 0 and negatives are then 404)."""
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()) or not -INT64_MAX - 1 <= int(raw) <= INT64_MAX:
+        raise errors.InvalidRequest(f"petId: must be a 64-bit integer, got {raw[:40]!r}")
+    return int(raw)
+
+
+async def list_page(
+    store: Store, *, status: PetStatus | None, limit: int, after_id: int
+) -> tuple[list[Pet], bool]:
+    """One page of animals after ``after_id`` in ascending id (D7), and whether more follow."""
+    pets = await store.list_pets(status=status, after_id=after_id, limit=limit + 1)
+    return pets[:limit], len(pets) > limit
+
+
+async def create(store: Store, new_pet: NewPet) -> Pet:
+    """Store a validated NewPet and return it with its id (D1: status already defaulted)."""
+    return await store.create_pet(new_pet)
+
+
+async def get(store: Store, pet_id: int) -> Pet:
+    """The animal ``pet_id``; raises NotFound when there is none."""
+    pet = await store.get_pet(pet_id) if pet_id > 0 else None
+    if pet is None:
+        raise errors.NotFound(f"no animal has id {pet_id}")
+    return pet
+
+
+def check_sunset(now: datetime) -> None:
+    """Raise Gone once ``now`` is at or after getPet's sunset (D14)."""
+    if now >= SUNSET:
+        raise errors.Gone(
+            f"GET /v1/pets/{{petId}} was removed on {SUNSET_HEADER}; use {REPLACEMENT}"
+        )

@@ -1,0 +1,70 @@
+"""The wire contract: Pet, NewPet, PetStatus and Error (interface: Resources).
+
+msgspec structs validate strictly while decoding (``1.0``, ``true`` and ``"1"`` are
+not integers, D3) and encode straight to JSON bytes. The constraints below are the
+same ones the OpenAPI document states.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated
+
+import msgspec
+
+INT64_MAX = 2**63 - 1
+
+#: D2: a control character (Unicode category Cc) anywhere in a name.
+_CONTROL = re.compile("[\u0000-\u001f\u007f-\u009f]")
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+CategoryId = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
+
+
+class PetStatus(StrEnum):
+    """An animal's availability (interface: PetStatus)."""
+
+    AVAILABLE = "available"
+    PENDING = "pending"
+    SOLD = "sold"
+
+
+class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """The body of ``createPet``; unknown fields, ``id`` included, are refused (D4).
+
+    ``status`` defaults to ``available`` (D1).
+    """
+
+    name: Name
+    category_id: CategoryId
+    status: PetStatus = PetStatus.AVAILABLE
+
+    def __post_init__(self) -> None:
+        # D2 beyond the length. White space is Unicode White_Space plus U+FEFF, as in
+        # the ECMA-262 `\s` of the OpenAPI pattern (msgspec patterns are Python's, whose
+        # `$` also matches before a final newline, so the rule is checked here).
+        if _CONTROL.search(self.name):
+            raise ValueError("must not contain control characters - at `$.name`")
+        if self.name.replace("\ufeff", " ").isspace():
+            raise ValueError("must not be only white space - at `$.name`")
+
+
+class Pet(msgspec.Struct, rename="camel"):
+    """An animal as returned: exactly ``id``, ``name``, ``categoryId``, ``status`` (D6)."""
+
+    id: int
+    name: str
+    category_id: int
+    status: PetStatus
+
+
+class Error(msgspec.Struct):
+    """The body of every error response (interface: Errors; D10)."""
+
+    code: str
+    message: str
+    status: int
+
+
+encode = msgspec.json.Encoder().encode

@@ -1,0 +1,116 @@
+"""Storage: the only package that speaks SQL.
+
+:class:`Store` is what the rules layer needs from a database; each backend module
+(``store.sqlite`` now, PostgreSQL beside it) implements it with plain SQL over its
+own driver. :func:`open_store` picks the backend from the database URL.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+import msgspec
+
+from petstore.schemas import NewPet, Pet, PetStatus
+
+
+class ApiKey(msgspec.Struct, frozen=True):
+    """An API key as the operator sees it: never the secret, nor its hash (D13)."""
+
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class ApiKeyRecord(msgspec.Struct, frozen=True):
+    """What verifying a presented key needs: its id, stored hash and validity."""
+
+    id: int
+    key_hash: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class SchemaOutOfDateError(RuntimeError):
+    """The database's schema revision is not the one this code was built for."""
+
+
+class Store(Protocol):
+    """Typed queries over one database. Every method raises ``errors.Unavailable``
+    when the database cannot be reached."""
+
+    async def create_pet(self, new_pet: NewPet) -> Pet:
+        """Insert one animal, durably committed before returning (D5: id assigned here)."""
+        ...
+
+    async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+        """Up to ``limit`` animals with ``id > after_id``, ascending id (D7)."""
+        ...
+
+    async def get_pet(self, pet_id: int) -> Pet | None:
+        """The animal with this id, or None."""
+        ...
+
+    async def create_api_key(
+        self,
+        *,
+        name: str,
+        prefix: str,
+        key_hash: str,
+        created_at: datetime,
+        expires_at: datetime | None,
+    ) -> ApiKey:
+        """Store a new key's hash and metadata."""
+        ...
+
+    async def list_api_keys(self) -> list[ApiKey]:
+        """Every key, revoked and expired ones included, by id."""
+        ...
+
+    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
+        """Mark a key revoked at ``at``; False when no unrevoked key has that id."""
+        ...
+
+    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
+        """The keys whose visible prefix is ``prefix`` (usually one)."""
+        ...
+
+    async def count_active_api_keys(self, *, now: datetime) -> int:
+        """How many keys are neither revoked nor expired at ``now``."""
+        ...
+
+    async def schema_revision(self) -> str | None:
+        """The applied migration revision, None on an empty database."""
+        ...
+
+    async def close(self) -> None:
+        """Finish pending writes and release connections."""
+        ...
+
+
+async def open_store(url: str) -> Store:
+    """Open the store for ``url`` and check its schema is current.
+
+    Raises SchemaOutOfDateError when migrations are missing (run ``petstore db
+    upgrade``) and ``db.UnsupportedDatabaseError`` for an unknown URL scheme.
+    """
+    from petstore import db
+    from petstore.store.sqlite import SQLiteStore
+
+    path = db.sqlite_path(url)
+    if path is None:
+        raise db.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
+    store = SQLiteStore(path)
+    expected = db.head_revision()
+    found = await store.schema_revision()
+    if found != expected:
+        await store.close()
+        raise SchemaOutOfDateError(
+            f"database schema is at revision {found or 'none'}, this code needs {expected}; "
+            "run `petstore db upgrade`"
+        )
+    return store

@@ -1,0 +1,235 @@
+"""The SQLite store: WAL mode, reads on the event loop, writes on one writer thread.
+
+Reads are short indexed queries on a read-only connection; running them on the
+event loop costs less than a thread hop. Writes go to a single writer thread so the
+loop never waits on a lock or an fsync. Creates that arrive while a commit is in
+progress are grouped into the next transaction (group commit): each request is
+still answered only after the commit that holds its row, and with
+``synchronous=FULL`` that commit is on disk (interface: Add an animal; issue: a 201
+means durably committed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from petstore import errors
+from petstore.schemas import NewPet, Pet, PetStatus
+from petstore.store import ApiKey, ApiKeyRecord
+
+#: Milliseconds a writer waits for another process's write lock before giving up.
+BUSY_TIMEOUT_MS = 5000
+#: Creates committed together at most, so one transaction stays short.
+MAX_BATCH = 256
+
+_PET_COLUMNS = "id, name, category_id, status"
+_KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """Turn driver errors that mean "database not usable now" into 503 (D10)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise errors.Unavailable("the database is unavailable; retry shortly") from exc
+
+
+def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    else:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def _pet(row: tuple[Any, ...]) -> Pet:
+    return Pet(id=row[0], name=row[1], category_id=row[2], status=PetStatus(row[3]))
+
+
+def _iso(value: datetime) -> str:
+    # One fixed UTC spelling, so stored timestamps compare correctly as text.
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _api_key(row: tuple[Any, ...]) -> ApiKey:
+    created_at = datetime.fromisoformat(row[3])
+    return ApiKey(row[0], row[1], row[2], created_at, _time(row[4]), _time(row[5]))
+
+
+class SQLiteStore:
+    """:class:`petstore.store.Store` over one SQLite file (created by the migrations)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
+        self._writer = self._executor.submit(_connect, path, readonly=False).result()
+        self._reader = _connect(path, readonly=True)
+        self._queue: asyncio.Queue[tuple[NewPet, asyncio.Future[Pet]]] | None = None
+        self._batcher: asyncio.Task[None] | None = None
+
+    # Pets ---------------------------------------------------------------------------
+
+    async def create_pet(self, new_pet: NewPet) -> Pet:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._batcher = asyncio.create_task(self._commit_batches(self._queue))
+        future: asyncio.Future[Pet] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((new_pet, future))
+        return await future
+
+    async def _commit_batches(
+        self, queue: asyncio.Queue[tuple[NewPet, asyncio.Future[Pet]]]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < MAX_BATCH and not queue.empty():
+                batch.append(queue.get_nowait())
+            try:
+                pets = await loop.run_in_executor(
+                    self._executor, self._insert_pets, [new for new, _ in batch]
+                )
+            except Exception as exc:  # every waiter learns why its create failed
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+            else:
+                for (_, future), pet in zip(batch, pets, strict=True):
+                    if not future.done():
+                        future.set_result(pet)
+
+    def _insert_pets(self, new_pets: list[NewPet]) -> list[Pet]:
+        conn = self._writer
+        with _reachable():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                pets = []
+                for new in new_pets:
+                    (pet_id,) = conn.execute(
+                        "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) "
+                        "RETURNING id",
+                        (new.name, new.category_id, new.status.value),
+                    ).fetchone()
+                    pets.append(Pet(pet_id, new.name, new.category_id, new.status))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return pets
+
+    async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+        with _reachable():
+            if status is None:
+                rows = self._reader.execute(
+                    f"SELECT {_PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?",  # noqa: S608
+                    (after_id, limit),
+                ).fetchall()
+            else:
+                rows = self._reader.execute(
+                    f"SELECT {_PET_COLUMNS} FROM pets WHERE status = ? AND id > ? "  # noqa: S608
+                    "ORDER BY id LIMIT ?",
+                    (status.value, after_id, limit),
+                ).fetchall()
+        return [_pet(row) for row in rows]
+
+    async def get_pet(self, pet_id: int) -> Pet | None:
+        with _reachable():
+            row = self._reader.execute(
+                f"SELECT {_PET_COLUMNS} FROM pets WHERE id = ?",  # noqa: S608
+                (pet_id,),
+            ).fetchone()
+        return None if row is None else _pet(row)
+
+    # API keys ----------------------------------------------------------------------
+
+    async def _write(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        def run() -> list[tuple[Any, ...]]:
+            with _reachable():
+                return self._writer.execute(sql, params).fetchall()
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    async def create_api_key(
+        self,
+        *,
+        name: str,
+        prefix: str,
+        key_hash: str,
+        created_at: datetime,
+        expires_at: datetime | None,
+    ) -> ApiKey:
+        rows = await self._write(
+            "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at) "
+            f"VALUES (?, ?, ?, ?, ?) RETURNING {_KEY_COLUMNS}",  # noqa: S608
+            (
+                name,
+                prefix,
+                key_hash,
+                _iso(created_at),
+                _iso(expires_at) if expires_at else None,
+            ),
+        )
+        return _api_key(rows[0])
+
+    async def list_api_keys(self) -> list[ApiKey]:
+        with _reachable():
+            rows = self._reader.execute(
+                f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id"  # noqa: S608
+            ).fetchall()
+        return [_api_key(row) for row in rows]
+
+    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
+        rows = await self._write(
+            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
+            (_iso(at), key_id),
+        )
+        return bool(rows)
+
+    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
+        with _reachable():
+            rows = self._reader.execute(
+                "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = ?",
+                (prefix,),
+            ).fetchall()
+        return [ApiKeyRecord(row[0], row[1], _time(row[2]), _time(row[3])) for row in rows]
+
+    async def count_active_api_keys(self, *, now: datetime) -> int:
+        with _reachable():
+            (count,) = self._reader.execute(
+                "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL "
+                "AND (expires_at IS NULL OR expires_at > ?)",
+                (_iso(now),),
+            ).fetchone()
+        return int(count)
+
+    async def schema_revision(self) -> str | None:
+        with _reachable():
+            try:
+                row = self._reader.execute("SELECT version_num FROM alembic_version").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return None
+                raise
+        return None if row is None else str(row[0])
+
+    async def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.cancel()
+        self._executor.submit(self._writer.close).result()
+        self._executor.shutdown()
+        self._reader.close()
