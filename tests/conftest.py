@@ -4,11 +4,19 @@ every response against the OpenAPI document, API keys, a clock, the CLI runner."
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx2
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -42,8 +50,6 @@ class FakeClock:
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No PETSTORE_* variable of the developer's shell leaks into a test."""
-    import os
-
     for name in list(os.environ):
         if name.startswith("PETSTORE_"):
             monkeypatch.delenv(name)
@@ -122,3 +128,68 @@ def auth(api_key: str) -> dict[str, str]:
 def runner(database_url: str) -> CliRunner:
     """The CLI runner, pointed at this test's database."""
     return CliRunner(env={"PETSTORE_DATABASE_URL": database_url})
+
+
+class LiveServer:
+    """A real ``petstore serve`` process on a free loopback port."""
+
+    def __init__(self, root: Path, *, env: dict[str, str] | None = None) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.database_url = f"sqlite:///{root / 'data' / 'petstore.db'}"
+        self.log = root / "serve.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
+        self.env.update(
+            {"PETSTORE_DATABASE_URL": self.database_url, "PETSTORE_PORT": str(self.port)}
+        )
+        self.env.update(env or {})
+        self.root = root
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, *args: str) -> None:
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "petstore", "serve", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.root,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.output()
+            try:
+                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx2.TransportError:
+                time.sleep(0.1)
+        raise AssertionError(f"server did not start:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    @property
+    def dev_key(self) -> str:
+        match = re.search(r"petstore_[A-Za-z0-9_-]{43}", self.output())
+        assert match, self.output()
+        return match.group(0)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One real server per test module, on its own SQLite file, with its dev key."""
+    server = LiveServer(tmp_path_factory.mktemp("live"))
+    server.start()
+    yield server
+    server.stop()

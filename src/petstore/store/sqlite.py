@@ -175,7 +175,8 @@ class SQLiteStore:
     ) -> ApiKey:
         rows = await self._write(
             "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at) "
-            f"VALUES (?, ?, ?, ?, ?) RETURNING {_KEY_COLUMNS}",  # noqa: S608
+            "VALUES (?, ?, ?, ?, ?) "
+            "RETURNING id, name, prefix, created_at, expires_at, revoked_at",
             (
                 name,
                 prefix,

@@ -1,0 +1,50 @@
+"""Schemathesis hooks: teach the generator two rules JSON Schema cannot state.
+
+Loaded with SCHEMATHESIS_HOOKS=tests.fuzz.schemathesis_hooks. Only cases the
+generator meant as *valid* are touched; invalid (negative) data goes out as drawn.
+
+- D9: a cursor is valid only when this service issued it for the same ``status``.
+  A schema-valid random string is not one, so a positive case gets a real cursor,
+  signed with the test server's secret (PETSTORE_CURSOR_SECRET).
+- D3: ``1.0`` is not an integer on this API, but JSON Schema counts it as one, so
+  an integral float the generator drew as a valid ``categoryId`` is sent as an int.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import schemathesis
+from schemathesis.core.parameters import ParameterLocation
+
+from petstore.config import DEFAULT_CURSOR_SECRET
+from petstore.pagination import CursorSigner
+from petstore.schemas import PetStatus
+
+_signer = CursorSigner(os.environ.get("PETSTORE_CURSOR_SECRET", DEFAULT_CURSOR_SECRET).encode())
+
+
+def _positive(case: Any, location: ParameterLocation) -> bool:
+    meta = case._meta
+    return meta is None or not meta.is_negative_at(location)
+
+
+@schemathesis.hook
+def map_case(context: Any, case: Any) -> Any:
+    operation_id = case.operation.definition.raw.get("operationId")
+    if operation_id == "listPets" and case.query and "cursor" in case.query:
+        if _positive(case, ParameterLocation.QUERY):
+            status = case.query.get("status")
+            status = PetStatus(status) if status in set(PetStatus) else None
+            last_id = sum(map(ord, str(case.query["cursor"]))) % 1000
+            case.query = {**case.query, "cursor": _signer.issue(last_id=last_id, status=status)}
+    if operation_id == "createPet" and isinstance(case.body, dict):
+        category_id = case.body.get("categoryId")
+        if (
+            isinstance(category_id, float)
+            and category_id.is_integer()
+            and _positive(case, ParameterLocation.BODY)
+        ):
+            case.body = {**case.body, "categoryId": int(category_id)}
+    return case

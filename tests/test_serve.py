@@ -1,0 +1,112 @@
+"""The real ``petstore serve`` process over real HTTP: start-up, the dev key, and a
+schemathesis run (all checks, negative data too) over the served document."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.conftest import LiveServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_serve_creates_a_dev_key_and_prints_a_curl_line(live_server: LiveServer) -> None:
+    key = live_server.dev_key
+    assert f'curl -H "Authorization: Bearer {key}" {live_server.url}/v1/pets' in (
+        live_server.output()
+    )
+    response = httpx2.get(f"{live_server.url}/v1/pets", headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 200
+    assert isinstance(response.json(), list)
+
+
+def test_serve_creates_the_sqlite_file_and_its_folder(live_server: LiveServer) -> None:
+    assert (live_server.root / "data" / "petstore.db").is_file()
+
+
+def test_serve_does_not_print_a_key_again_when_one_is_active(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path)
+    server.start()
+    server.stop()
+    first = server.dev_key
+    server.start()
+    server.stop()
+    assert server.output().count("petstore_") == 0, "the stored key is never shown again"
+    assert first
+
+
+def test_production_serve_refuses_the_default_cursor_secret(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path, env={"PETSTORE_ENVIRONMENT": "production"})
+    result = subprocess.run(
+        [sys.executable, "-m", "petstore", "serve"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "PETSTORE_CURSOR_SECRET" in result.stderr
+
+
+def test_created_pet_is_durable_across_a_restart(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path)
+    server.start()
+    auth = {"Authorization": f"Bearer {server.dev_key}"}
+    created = httpx2.post(
+        f"{server.url}/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth
+    ).json()
+    server.process.kill()  # type: ignore[union-attr]  # no clean shutdown
+    server.process.wait()  # type: ignore[union-attr]
+    server.start()
+    fetched = httpx2.get(f"{server.url}/v1/pets", headers=auth)
+    assert fetched.json() == [created]
+    server.stop()
+
+
+@pytest.mark.slow
+def test_schemathesis_finds_no_failure(live_server: LiveServer, tmp_path: Path) -> None:
+    """All checks, positive and negative data, every phase; bounded to a few minutes."""
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.fuzz.schemathesis_hooks"}
+    env.pop("PETSTORE_CURSOR_SECRET", None)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("schemathesis")),
+            "run",
+            f"{live_server.url}/v1/openapi.json",
+            "--url",
+            f"{live_server.url}/v1",
+            "--checks",
+            "all",
+            "--mode",
+            "all",
+            "--header",
+            f"Authorization: Bearer {live_server.dev_key}",
+            "--max-examples",
+            "300",
+            "--max-time",
+            "150",
+            "--request-timeout",
+            "10",
+            "--workers",
+            "2",
+            "--suppress-health-check",
+            "too_slow",
+            "--report-dir",
+            str(tmp_path),
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert "No issues found" in result.stdout
