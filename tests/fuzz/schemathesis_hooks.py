@@ -25,6 +25,9 @@ from petstore.schemas import PetStatus
 _signer = CursorSigner(os.environ.get("PETSTORE_CURSOR_SECRET", DEFAULT_CURSOR_SECRET).encode())
 
 
+_QUERY, _BODY = ParameterLocation.QUERY, ParameterLocation.BODY
+
+
 def _positive(case: Any, location: ParameterLocation) -> bool:
     meta = case._meta
     return meta is None or not meta.is_negative_at(location)
@@ -33,18 +36,13 @@ def _positive(case: Any, location: ParameterLocation) -> bool:
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     operation_id = case.operation.definition.raw.get("operationId")
-    if operation_id == "listPets" and case.query and "cursor" in case.query:
-        if _positive(case, ParameterLocation.QUERY):
-            status = case.query.get("status")
-            status = PetStatus(status) if status in set(PetStatus) else None
-            last_id = sum(map(ord, str(case.query["cursor"]))) % 1000
-            case.query = {**case.query, "cursor": _signer.issue(last_id=last_id, status=status)}
+    query = case.query
+    if operation_id == "listPets" and query and "cursor" in query and _positive(case, _QUERY):
+        status = PetStatus(query["status"]) if query.get("status") in set(PetStatus) else None
+        last_id = sum(map(ord, str(query["cursor"]))) % 1000
+        case.query = {**query, "cursor": _signer.issue(last_id=last_id, status=status)}
     if operation_id == "createPet" and isinstance(case.body, dict):
         category_id = case.body.get("categoryId")
-        if (
-            isinstance(category_id, float)
-            and category_id.is_integer()
-            and _positive(case, ParameterLocation.BODY)
-        ):
+        if isinstance(category_id, float) and category_id.is_integer() and _positive(case, _BODY):
             case.body = {**case.body, "categoryId": int(category_id)}
     return case
