@@ -12,7 +12,9 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -193,3 +195,24 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     server.start()
     yield server
     server.stop()
+
+
+#: The PostgreSQL server the tests create their databases on (trust auth, loopback).
+POSTGRES_ADMIN_URL = os.environ.get(
+    "PETSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A freshly created, empty PostgreSQL database, dropped afterwards; yields its URL."""
+    import psycopg
+
+    name = f"petstore_test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

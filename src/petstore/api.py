@@ -88,9 +88,9 @@ async def create_pet(request: Request) -> Response:
     """createPet: validate a NewPet (D1-D4), store it durably, answer 201 with the Pet."""
     services = _services(request)
     await _authenticate(request, services)
-    media_type, _, params = request.headers.get("content-type", "").partition(";")
-    charset = params.strip().lower().removeprefix("charset=").strip('"')
-    if media_type.strip().lower() != JSON or charset not in ("", "utf-8"):
+    media_type, *params = request.headers.get("content-type", "").lower().split(";")
+    charsets = [p.split("=", 1)[1].strip(' "') for p in params if p.strip().startswith("charset=")]
+    if media_type.strip() != JSON or any(charset != "utf-8" for charset in charsets):
         raise errors.UnsupportedMediaType("the request body must be application/json (UTF-8)")
     body = await _read_body(request, limit=services.max_body_bytes)
     pet = await pets.create(services.store, _decode_new_pet(body))
@@ -111,6 +111,10 @@ async def get_pet(request: Request) -> Response:
     except errors.PetstoreError as exc:
         exc.headers.update(headers)
         raise
+    except Exception as exc:  # a 500 is a response of getPet too
+        fault = errors.InternalError("an unexpected error occurred; it has been logged")
+        fault.headers.update(headers)
+        raise fault from exc
     return _json(encode(pet), headers=headers)
 
 
@@ -136,6 +140,12 @@ def _decode_new_pet(body: bytes) -> NewPet:
     try:
         return _new_pet_decoder.decode(body)
     except msgspec.ValidationError as exc:
+        # Decoding validates as it parses, so a type error can be met before a syntax
+        # error further on; a body that is not JSON at all is malformed_json (D10).
+        try:
+            msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
         text = str(exc)
         match = _FIELD_RE.search(text)
         field = next((g for g in match.groups() if g), "body") if match else "body"

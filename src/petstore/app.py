@@ -21,7 +21,7 @@ from starlette.routing import Route
 from petstore import api, db, docs, errors, pagination, pets
 from petstore.auth import KeyVerifier
 from petstore.config import Settings, load_settings
-from petstore.middleware import ServiceMiddleware
+from petstore.middleware import ServiceMiddleware, error_log
 from petstore.store import open_store
 
 Clock = Callable[[], datetime]
@@ -37,6 +37,14 @@ async def _render_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         exc = errors.from_http_status(exc.status_code, exc.headers)
     assert isinstance(exc, errors.PetstoreError)
+    if exc.status >= 500 and exc.__cause__ is not None:
+        error_log.error(
+            "%s: %s",
+            exc.code,
+            exc.message,
+            exc_info=exc.__cause__,
+            extra={"request_id": request.state.request_id},
+        )
     return Response(
         exc.body(), status_code=exc.status, headers=exc.headers, media_type="application/json"
     )
@@ -48,7 +56,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        store = await open_store(settings.database_url)
+        store = await open_store(settings.database_url, pool_size=settings.database_pool_size)
         app.state.services = api.Services(
             store=store,
             verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import click
 
-from petstore import db, keys
+from petstore import db, errors, keys
 from petstore.app import configure_logging, utc_now
 from petstore.config import Environment, Settings, SettingsError, load_settings
 from petstore.store import ApiKey, SchemaOutOfDateError, Store, open_store
@@ -31,13 +31,16 @@ def _settings(**overrides: object) -> Settings:
         raise click.UsageError(str(exc)) from None
 
 
-def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
-    """Run ``work`` against the configured store, migrating an embedded SQLite first."""
+def _with_store(
+    settings: Settings, work: Callable[[Store], Awaitable[T]], *, migrate: bool = False
+) -> T:
+    """Run ``work`` against the configured store. An embedded SQLite database is always
+    migrated first; another backend only when ``migrate`` is set."""
 
     async def run() -> T:
-        if settings.sqlite_path is not None:
+        if migrate or settings.sqlite_path is not None:
             db.upgrade(settings.database_url)
-        store = await open_store(settings.database_url)
+        store = await open_store(settings.database_url, pool_size=2)
         try:
             return await work(store)
         finally:
@@ -45,7 +48,7 @@ def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run())
-    except (SchemaOutOfDateError, db.UnsupportedDatabaseError) as exc:
+    except (SchemaOutOfDateError, db.UnsupportedDatabaseError, errors.PetstoreError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -62,17 +65,23 @@ def main() -> None:
 @click.option("--host", help="Address to listen on [PETSTORE_HOST, default 127.0.0.1].")
 @click.option("--port", type=int, help="Port to listen on [PETSTORE_PORT, default 8000].")
 @click.option("--workers", type=int, help="Worker processes [PETSTORE_WORKERS, default 1].")
-def serve(host: str | None, port: int | None, workers: int | None) -> None:
+@click.option(
+    "--migrate/--no-migrate",
+    default=None,
+    help="Apply pending migrations first [PETSTORE_MIGRATE_ON_START; always for SQLite].",
+)
+def serve(host: str | None, port: int | None, workers: int | None, migrate: bool | None) -> None:
     """Serve the API at http://HOST:PORT/v1.
 
-    Applies pending migrations to an embedded SQLite database. Outside production,
-    creates and prints an API key named "dev" when no key is active.
+    Applies pending migrations to an embedded SQLite database; on PostgreSQL only
+    with --migrate, and refuses to start on an out-of-date schema. Outside
+    production, creates and prints an API key named "dev" when no key is active.
     """
     from granian import Granian
     from granian.constants import Interfaces
     from granian.http import HTTP1Settings
 
-    settings = _settings(host=host, port=port, workers=workers)
+    settings = _settings(host=host, port=port, workers=workers, migrate_on_start=migrate)
     # Workers build their app from the environment: hand them the same settings.
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
@@ -84,7 +93,7 @@ def serve(host: str | None, port: int | None, workers: int | None) -> None:
             return None
         return await keys.ensure_dev_key(store, now=utc_now())
 
-    dev_key = _with_store(settings, prepare)
+    dev_key = _with_store(settings, prepare, migrate=settings.migrate_on_start)
     url = f"http://{settings.host}:{settings.port}/v1"
     if dev_key is not None:
         click.echo('No active API key: created one named "dev" (shown only now):')

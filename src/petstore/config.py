@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     environment: Environment = Environment.DEVELOPMENT
     database_url: str = DEFAULT_DATABASE_URL
+    #: PostgreSQL connections per worker process (SQLite ignores it).
+    database_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
+    #: Apply pending migrations when ``serve`` starts. Always done for SQLite; on
+    #: PostgreSQL off by default, so a rolling deploy migrates once, on purpose.
+    migrate_on_start: bool = False
     #: D19: the production and staging base URLs, both ending in ``/v1``.
     base_url: AnyHttpUrl = AnyHttpUrl("https://petstore.example.com/v1")
     staging_base_url: AnyHttpUrl = AnyHttpUrl("https://staging.petstore.example.com/v1")
@@ -72,6 +77,14 @@ class Settings(BaseSettings):
     def _ends_in_v1(cls, url: AnyHttpUrl) -> AnyHttpUrl:
         if not str(url).rstrip("/").endswith("/v1"):
             raise ValueError("must end with the version segment /v1 (D19)")
+        return url
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database(cls, url: str) -> str:
+        from petstore import db
+
+        db.sqlalchemy_url(url)  # raises UnsupportedDatabaseError, a ValueError
         return url
 
     @field_validator("deprecation_date")

@@ -1,7 +1,8 @@
 """Database URLs, and applying or checking the schema migrations.
 
-``PETSTORE_DATABASE_URL`` accepts ``sqlite:///relative/path.db`` and
-``sqlite:////absolute/path.db`` (the SQLAlchemy spelling). The migrations are
+``PETSTORE_DATABASE_URL`` accepts ``sqlite:///relative/path.db``,
+``sqlite:////absolute/path.db`` (the SQLAlchemy spelling) and
+``postgresql://user:password@host:port/database`` (libpq's). The migrations are
 Alembic's, in ``petstore/migrations``; they are run here with SQLAlchemy Core,
 which never runs on the request path.
 """
@@ -37,6 +38,11 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path)
 
 
+def is_postgres(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
 def sqlalchemy_url(url: str) -> str:
     """The URL Alembic connects with for the service's ``url``.
 
@@ -45,6 +51,8 @@ def sqlalchemy_url(url: str) -> str:
     path = sqlite_path(url)
     if path is not None:
         return f"sqlite:///{path}"
+    if is_postgres(url):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
     raise UnsupportedDatabaseError(f"unsupported database URL scheme: {url.split(':', 1)[0]!r}")
 
 

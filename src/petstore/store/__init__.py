@@ -92,19 +92,28 @@ class Store(Protocol):
         ...
 
 
-async def open_store(url: str) -> Store:
+async def open_store(url: str, *, pool_size: int = 10) -> Store:
     """Open the store for ``url`` and check its schema is current.
 
-    Raises SchemaOutOfDateError when migrations are missing (run ``petstore db
-    upgrade``) and ``db.UnsupportedDatabaseError`` for an unknown URL scheme.
+    ``pool_size`` bounds the connections of a PostgreSQL store (SQLite uses one
+    reader and one writer). Raises SchemaOutOfDateError when migrations are missing
+    (run ``petstore db upgrade``), ``db.UnsupportedDatabaseError`` for an unknown URL
+    scheme, and ``errors.Unavailable`` when the database cannot be reached.
     """
     from petstore import db
-    from petstore.store.sqlite import SQLiteStore
 
+    store: Store
     path = db.sqlite_path(url)
-    if path is None:
+    if path is not None:
+        from petstore.store.sqlite import SQLiteStore
+
+        store = SQLiteStore(path)
+    elif db.is_postgres(url):
+        from petstore.store.postgres import PostgresStore
+
+        store = await PostgresStore.open(url, pool_size=pool_size)
+    else:
         raise db.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
-    store = SQLiteStore(path)
     expected = db.head_revision()
     found = await store.schema_revision()
     if found != expected:

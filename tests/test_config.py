@@ -1,0 +1,279 @@
+"""Settings from ``PETSTORE_*`` variables, validated once (D13, D17, D19), and the
+database URL rules of ``petstore.db``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from petstore import db
+from petstore.config import (
+    DEFAULT_CURSOR_SECRET,
+    Environment,
+    Settings,
+    SettingsError,
+    load_settings,
+)
+
+PRIVATE_SECRET = "x" * 32
+
+
+# Defaults ---------------------------------------------------------------------------
+
+
+def test_defaults_without_any_variable() -> None:
+    settings = load_settings()
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8000
+    assert settings.workers == 1
+    assert settings.database_url == "sqlite:///data/petstore.db"
+    assert settings.max_body_bytes == 65536
+    assert settings.environment is Environment.DEVELOPMENT
+    assert settings.cursor_secret.get_secret_value() == DEFAULT_CURSOR_SECRET
+    assert str(settings.base_url).rstrip("/") == "https://petstore.example.com/v1"
+    assert str(settings.staging_base_url).rstrip("/") == "https://staging.petstore.example.com/v1"
+    assert settings.deprecation_date == datetime(2026, 1, 1, tzinfo=UTC)
+    assert settings.log_level == "INFO"
+
+
+def test_default_key_cache_lets_a_revocation_bite_within_5_seconds() -> None:
+    """D13: a revocation takes effect on every instance within 5 seconds."""
+    assert 0 <= load_settings().key_cache_seconds <= 5
+
+
+def test_default_database_is_a_relative_sqlite_file() -> None:
+    assert load_settings().sqlite_path == Path("data/petstore.db")
+
+
+# Reading the environment ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "expected"),
+    [
+        ("PETSTORE_HOST", "0.0.0.0", "host", "0.0.0.0"),  # noqa: S104
+        ("PETSTORE_PORT", "9000", "port", 9000),
+        ("PETSTORE_PORT", "1", "port", 1),
+        ("PETSTORE_PORT", "65535", "port", 65535),
+        ("PETSTORE_WORKERS", "4", "workers", 4),
+        ("PETSTORE_ENVIRONMENT", "staging", "environment", Environment.STAGING),
+        ("PETSTORE_DATABASE_URL", "sqlite:////srv/p.db", "database_url", "sqlite:////srv/p.db"),
+        ("PETSTORE_MAX_BODY_BYTES", "1024", "max_body_bytes", 1024),
+        ("PETSTORE_KEY_CACHE_SECONDS", "0", "key_cache_seconds", 0),
+        ("PETSTORE_KEY_CACHE_SECONDS", "5", "key_cache_seconds", 5),
+        ("PETSTORE_KEY_CACHE_SECONDS", "0.5", "key_cache_seconds", 0.5),
+        ("PETSTORE_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+    ],
+)
+def test_each_variable_is_read(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str, expected: object
+) -> None:
+    monkeypatch.setenv(variable, value)
+    if variable == "PETSTORE_ENVIRONMENT":
+        monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    assert getattr(load_settings(), field) == expected
+
+
+@pytest.mark.parametrize(
+    "url", ["https://api.pets.example.org/v1", "https://api.pets.example.org/v1/"]
+)
+def test_base_urls_ending_in_v1_are_accepted(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("PETSTORE_BASE_URL", url)
+    monkeypatch.setenv("PETSTORE_STAGING_BASE_URL", url.replace("api.", "staging."))
+    settings = load_settings()
+    assert str(settings.base_url).rstrip("/") == "https://api.pets.example.org/v1"
+    assert str(settings.staging_base_url).rstrip("/") == "https://staging.pets.example.org/v1"
+
+
+def test_overrides_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PETSTORE_PORT", "9000")
+    assert load_settings(port=9100).port == 9100
+
+
+# Invalid values ---------------------------------------------------------------------
+
+INVALID = [
+    pytest.param("PETSTORE_PORT", "abc", id="port-abc"),
+    pytest.param("PETSTORE_PORT", "0", id="port-0"),
+    pytest.param("PETSTORE_PORT", "65536", id="port-65536"),
+    pytest.param("PETSTORE_PORT", "80.5", id="port-fraction"),
+    pytest.param("PETSTORE_WORKERS", "0", id="workers-0"),
+    pytest.param("PETSTORE_WORKERS", "65", id="workers-65"),
+    pytest.param("PETSTORE_ENVIRONMENT", "prod", id="environment-prod"),
+    pytest.param("PETSTORE_ENVIRONMENT", "", id="environment-empty"),
+    pytest.param("PETSTORE_BASE_URL", "https://petstore.example.com/v2", id="base-url-v2"),
+    pytest.param("PETSTORE_BASE_URL", "https://petstore.example.com", id="base-url-bare"),
+    pytest.param("PETSTORE_BASE_URL", "https://petstore.example.com/v1/pets", id="base-url-deeper"),
+    pytest.param("PETSTORE_BASE_URL", "ftp://petstore.example.com/v1", id="base-url-ftp"),
+    pytest.param("PETSTORE_BASE_URL", "petstore", id="base-url-garbage"),
+    pytest.param("PETSTORE_STAGING_BASE_URL", "https://s.example.com/v10", id="staging-v10"),
+    pytest.param("PETSTORE_MAX_BODY_BYTES", "1023", id="max-body-under-1KiB"),
+    pytest.param("PETSTORE_MAX_BODY_BYTES", str(16 * 1024 * 1024 + 1), id="max-body-over-16MiB"),
+    pytest.param("PETSTORE_KEY_CACHE_SECONDS", "5.01", id="key-cache-over-5s"),
+    pytest.param("PETSTORE_KEY_CACHE_SECONDS", "-0.1", id="key-cache-negative"),
+    pytest.param("PETSTORE_DEPRECATION_DATE", "2026-01-01T00:00:00", id="deprecation-naive"),
+    pytest.param("PETSTORE_DEPRECATION_DATE", "soon", id="deprecation-garbage"),
+    pytest.param("PETSTORE_HEADER_TIMEOUT_SECONDS", "0", id="header-timeout-0"),
+    pytest.param("PETSTORE_LOG_LEVEL", "LOUD", id="log-level"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value"), INVALID)
+def test_invalid_variable_raises_settings_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError, match=f"{variable}:") as raised:
+        load_settings()
+    assert isinstance(raised.value, ValueError)
+    assert "Traceback" not in str(raised.value)
+
+
+def test_settings_error_names_every_invalid_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PETSTORE_PORT", "abc")
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "prod")
+    monkeypatch.setenv("PETSTORE_LOG_LEVEL", "LOUD")
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    message = str(raised.value)
+    for variable in ("PETSTORE_PORT", "PETSTORE_ENVIRONMENT", "PETSTORE_LOG_LEVEL"):
+        assert variable in message
+
+
+def test_settings_error_never_shows_the_cursor_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "short-but-private"
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", secret)
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    assert "PETSTORE_CURSOR_SECRET" in str(raised.value)
+    assert secret not in str(raised.value)
+
+
+# Cursor secret outside development --------------------------------------------------
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        pytest.param(None, id="default"),
+        pytest.param(DEFAULT_CURSOR_SECRET, id="default-spelled-out"),
+        pytest.param("s" * 31, id="31-chars"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_staging_and_production_refuse_a_default_or_short_cursor_secret(
+    monkeypatch: pytest.MonkeyPatch, environment: str, secret: str | None
+) -> None:
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    if secret is not None:
+        monkeypatch.setenv("PETSTORE_CURSOR_SECRET", secret)
+    with pytest.raises(SettingsError, match="PETSTORE_CURSOR_SECRET"):
+        load_settings()
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+@pytest.mark.parametrize("secret", ["s" * 32, "a-long-private-random-value-" * 3])
+def test_staging_and_production_accept_a_private_secret_of_32_or_more_characters(
+    monkeypatch: pytest.MonkeyPatch, environment: str, secret: str
+) -> None:
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", secret)
+    settings = load_settings()
+    assert settings.environment == environment
+    assert settings.cursor_secret.get_secret_value() == secret
+
+
+@pytest.mark.parametrize("secret", [None, "short"])
+def test_development_accepts_the_default_or_a_short_cursor_secret(
+    monkeypatch: pytest.MonkeyPatch, secret: str | None
+) -> None:
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "development")
+    if secret is not None:
+        monkeypatch.setenv("PETSTORE_CURSOR_SECRET", secret)
+    settings = load_settings()
+    assert settings.environment is Environment.DEVELOPMENT
+    assert settings.cursor_secret.get_secret_value() == (secret or DEFAULT_CURSOR_SECRET)
+
+
+def test_cursor_secret_is_hidden_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    assert PRIVATE_SECRET not in repr(load_settings())
+
+
+def test_settings_constructor_refuses_production_with_the_default_secret() -> None:
+    with pytest.raises(ValueError, match="PETSTORE_CURSOR_SECRET"):
+        Settings(environment=Environment.PRODUCTION)
+
+
+# Database URLs ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///data/petstore.db", Path("data/petstore.db")),
+        ("sqlite:////srv/petstore/petstore.db", Path("/srv/petstore/petstore.db")),
+        ("sqlite:///petstore.db?timeout=5", Path("petstore.db")),
+    ],
+)
+def test_sqlite_path_of_a_file_url(url: str, path: Path) -> None:
+    assert db.sqlite_path(url) == path
+    assert db.sqlalchemy_url(url) == f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("sqlite:///:memory:", id="memory"),
+        pytest.param("sqlite:///:memory:?cache=shared", id="memory-with-query"),
+        pytest.param("sqlite://", id="no-path"),
+        pytest.param("sqlite:///", id="empty-path"),
+        pytest.param("sqlite://:memory:", id="memory-two-slashes"),
+        pytest.param("sqlite:", id="bare-scheme"),
+    ],
+)
+def test_in_memory_or_pathless_sqlite_is_refused(url: str) -> None:
+    with pytest.raises(db.UnsupportedDatabaseError):
+        db.sqlite_path(url)
+    with pytest.raises(db.UnsupportedDatabaseError):
+        db.sqlalchemy_url(url)
+
+
+def test_in_memory_sqlite_is_refused_with_a_reason() -> None:
+    with pytest.raises(db.UnsupportedDatabaseError, match="in-memory"):
+        db.sqlite_path("sqlite:///:memory:")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://localhost/petstore",
+        "mssql://localhost/petstore",
+        "sqlite+aiosqlite:///data/petstore.db",
+        "file:///data/petstore.db",
+        "data/petstore.db",
+    ],
+)
+def test_other_schemes_are_not_sqlite_and_are_unsupported(url: str) -> None:
+    assert db.sqlite_path(url) is None
+    with pytest.raises(db.UnsupportedDatabaseError, match="unsupported"):
+        db.sqlalchemy_url(url)
+
+
+def test_settings_sqlite_path_follows_the_database_url(tmp_path: Path) -> None:
+    settings = load_settings(database_url=f"sqlite:///{tmp_path / 'p.db'}")
+    assert settings.sqlite_path == tmp_path / "p.db"
+    assert load_settings(database_url="postgresql://postgres@127.0.0.1/x").sqlite_path is None
+
+
+def test_upgrade_refuses_an_in_memory_database_without_creating_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(db.UnsupportedDatabaseError):
+        db.upgrade("sqlite:///:memory:")
+    assert list(tmp_path.iterdir()) == []
