@@ -1,0 +1,266 @@
+"""The PostgreSQL store against a real server: one fresh migrated database per module,
+emptied before each test (D5, D7, D9, D10, D13)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import psycopg
+import pytest
+
+from petstore import db, errors
+from petstore.schemas import NewPet, Pet, PetStatus
+from petstore.store.postgres import ID_ORDER_LOCK, PostgresStore
+from tests.conftest import NOW, POSTGRES_ADMIN_URL, postgres_database
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def migrated_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this module, migrated to head."""
+    with postgres_database() as url:
+        db.upgrade(url)
+        yield url
+
+
+@pytest.fixture
+def url(migrated_url: str) -> str:
+    """The module's database, with no animals and no keys."""
+    with psycopg.connect(migrated_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE pets, api_keys")
+    return migrated_url
+
+
+def run(
+    url: str,
+    scenario: Callable[[PostgresStore], Awaitable[T]],
+    *,
+    pool_size: int = 10,
+    timeout: float = 5.0,
+) -> T:
+    """Open a store on ``url``, run ``scenario`` with it and close it, on one loop."""
+
+    async def main() -> T:
+        store = await PostgresStore.open(url, pool_size=pool_size, timeout=timeout)
+        try:
+            return await scenario(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def new_pet(name: str, status: PetStatus = PetStatus.AVAILABLE) -> NewPet:
+    return NewPet(name=name, category_id=1, status=status)
+
+
+def test_created_pet_is_returned_by_get_and_list(url: str) -> None:
+    async def scenario(store: PostgresStore) -> tuple[Pet, Pet | None, list[Pet], Pet | None]:
+        pet = await store.create_pet(NewPet(name="Rex", category_id=7, status=PetStatus.SOLD))
+        return (
+            pet,
+            await store.get_pet(pet.id),
+            await store.list_pets(status=None, after_id=0, limit=10),
+            await store.get_pet(pet.id + 1),
+        )
+
+    pet, got, listed, missing = run(url, scenario)
+    assert pet.id > 0
+    assert (pet.name, pet.category_id, pet.status) == ("Rex", 7, PetStatus.SOLD)
+    assert got == pet
+    assert listed == [pet]
+    assert missing is None
+
+
+def test_list_is_ascending_and_pages_by_id_with_status_filter(url: str) -> None:
+    statuses = [PetStatus.AVAILABLE, PetStatus.SOLD, PetStatus.AVAILABLE] * 4
+
+    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[list[Pet]]]:
+        for i, status in enumerate(statuses):
+            await store.create_pet(new_pet(f"pet {i}", status))
+        everything = await store.list_pets(status=None, after_id=0, limit=100)
+        pages, after_id = [], 0
+        while page := await store.list_pets(status=PetStatus.AVAILABLE, after_id=after_id, limit=3):
+            pages.append(page)
+            after_id = page[-1].id
+        return everything, pages
+
+    everything, pages = run(url, scenario)
+    ids = [pet.id for pet in everything]
+    assert ids == sorted(ids)
+    assert len(ids) == len(set(ids)) == 12
+    assert [len(page) for page in pages] == [3, 3, 2]
+    paged = [pet for page in pages for pet in page]
+    assert paged == [pet for pet in everything if pet.status is PetStatus.AVAILABLE]
+
+
+def test_ids_increase_and_are_not_reused_after_deleting_the_highest(url: str) -> None:
+    async def scenario(store: PostgresStore) -> tuple[Pet, Pet, Pet]:
+        first = await store.create_pet(new_pet("a"))
+        second = await store.create_pet(new_pet("b"))
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM pets WHERE id = %s", (second.id,))
+        third = await store.create_pet(new_pet("c"))
+        return first, second, third
+
+    first, second, third = run(url, scenario)
+    assert first.id < second.id < third.id
+
+
+def test_concurrent_creates_get_distinct_ids_and_are_all_listed(url: str) -> None:
+    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[Pet]]:
+        created = await asyncio.gather(*(store.create_pet(new_pet(f"p{i}")) for i in range(200)))
+        listed: list[Pet] = []
+        while page := await store.list_pets(
+            status=None, after_id=listed[-1].id if listed else 0, limit=100
+        ):
+            listed.extend(page)
+        return list(created), listed
+
+    created, listed = run(url, scenario, pool_size=4)
+    assert [pet.name for pet in created] == [f"p{i}" for i in range(200)]
+    assert len({pet.id for pet in created}) == 200
+    assert sorted(created, key=lambda pet: pet.id) == listed
+
+
+def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None:
+    later = NOW + timedelta(days=1)
+
+    async def scenario(store: PostgresStore) -> None:
+        forever = await store.create_api_key(
+            name="ci", prefix="pk_aaaa", key_hash="h1", created_at=NOW, expires_at=None
+        )
+        expiring = await store.create_api_key(
+            name="temp", prefix="pk_bbbb", key_hash="h2", created_at=NOW, expires_at=later
+        )
+        assert forever.created_at == NOW
+        assert forever.created_at.tzinfo is not None
+        assert (expiring.expires_at, expiring.revoked_at) == (later, None)
+
+        found = await store.find_api_keys("pk_bbbb")
+        assert [(r.id, r.key_hash, r.expires_at, r.revoked_at) for r in found] == [
+            (expiring.id, "h2", later, None)
+        ]
+        assert await store.find_api_keys("pk_none") == []
+        assert await store.list_api_keys() == [forever, expiring]
+
+        assert await store.count_active_api_keys(now=NOW) == 2
+        assert await store.count_active_api_keys(now=later) == 1
+        assert await store.revoke_api_key(forever.id, at=NOW) is True
+        assert await store.revoke_api_key(forever.id, at=NOW) is False
+        assert await store.revoke_api_key(expiring.id + 1000, at=NOW) is False
+        assert await store.count_active_api_keys(now=NOW) == 1
+        (revoked, _) = await store.list_api_keys()
+        assert revoked.revoked_at == NOW
+
+    run(url, scenario)
+
+
+def test_schema_revision_is_the_head_revision(url: str) -> None:
+    assert run(url, PostgresStore.schema_revision) == db.head_revision()
+
+
+def test_schema_revision_of_an_empty_database_is_none() -> None:
+    with postgres_database() as empty_url:
+        assert run(empty_url, PostgresStore.schema_revision) is None
+
+
+@pytest.mark.parametrize(
+    "unreachable",
+    [
+        "postgresql://postgres@127.0.0.1:1/postgres",
+        POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + "/petstore_no_such_database",
+    ],
+)
+def test_open_on_an_unreachable_database_is_unavailable_promptly(unreachable: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(errors.Unavailable) as caught:
+        asyncio.run(PostgresStore.open(unreachable, timeout=1.0))
+    assert time.monotonic() - started < 3
+    assert caught.value.headers["Retry-After"] == "1"
+
+
+def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() -> None:
+    with postgres_database() as gone_url:
+        db.upgrade(gone_url)
+        name = gone_url.rsplit("/", 1)[1]
+
+        def admin(sql: str) -> None:
+            with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+                conn.execute(sql)
+
+        async def scenario(store: PostgresStore) -> None:
+            await store.create_pet(new_pet("before"))
+            admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+            for call in (
+                store.list_pets(status=None, after_id=0, limit=10),
+                store.create_pet(new_pet("during")),
+            ):
+                started = time.monotonic()
+                with pytest.raises(errors.Unavailable):
+                    await call
+                assert time.monotonic() - started < 5
+
+            admin(f'CREATE DATABASE "{name}"')
+            await asyncio.to_thread(db.upgrade, gone_url)
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    pet = await store.create_pet(new_pet("after"))
+                    break
+                except errors.Unavailable:
+                    assert time.monotonic() < deadline, "the pool did not reconnect"
+                    await asyncio.sleep(0.2)
+            assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
+
+        run(gone_url, scenario, timeout=1.0)
+
+
+def test_close_commits_creates_already_queued(url: str) -> None:
+    async def main() -> list[Pet]:
+        store = await PostgresStore.open(url)
+        pending = [asyncio.ensure_future(store.create_pet(new_pet(f"q{i}"))) for i in range(5)]
+        await asyncio.sleep(0)
+        await store.close()
+        return [await task for task in pending]
+
+    created = asyncio.run(main())
+    with psycopg.connect(url) as conn:
+        count = conn.execute("SELECT count(*) FROM pets").fetchone()
+    assert count == (len(created),) == (5,)
+
+
+def test_returned_timestamps_are_aware(url: str) -> None:
+    expiry = datetime(2030, 1, 1, tzinfo=UTC)
+
+    async def scenario(store: PostgresStore) -> datetime | None:
+        key = await store.create_api_key(
+            name="x", prefix="pk_x", key_hash="hx", created_at=NOW, expires_at=expiry
+        )
+        return key.expires_at
+
+    expires_at = run(url, scenario)
+    assert expires_at == expiry
+    assert expires_at is not None
+    assert expires_at.utcoffset() == timedelta(0)
+
+
+def test_creates_wait_for_the_id_order_lock_held_by_another_instance(url: str) -> None:
+    """D9: id assignment is serialised with commits across instances by one lock."""
+
+    async def scenario(store: PostgresStore) -> None:
+        async with await psycopg.AsyncConnection.connect(url) as other:
+            await other.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
+            create = asyncio.ensure_future(store.create_pet(new_pet("waits")))
+            await asyncio.sleep(0.3)
+            assert not create.done()
+            await other.commit()
+            pet = await create
+        assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
+
+    run(url, scenario)
