@@ -9,14 +9,16 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -65,12 +67,62 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every test that uses a database runs once on each backend (issue: scale out)."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture(scope="session")
+def postgres_run_database() -> Iterator[str]:
+    """This test run's own PostgreSQL database: created, migrated, dropped at the end."""
+    with postgres_database() as url:
+        db.upgrade(url)
+        yield url
+
+
 @pytest.fixture
-def database_url(tmp_path: Path, migrated_template: Path) -> str:
-    """A fresh, migrated SQLite database for this test."""
-    path = tmp_path / "petstore.db"
-    shutil.copyfile(migrated_template, path)
-    return f"sqlite:///{path}"
+def database_url(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, migrated_template: Path
+) -> Iterator[str]:
+    """A migrated database with no rows, for this test alone.
+
+    SQLite: a copy of the migrated template. PostgreSQL: the run's database emptied
+    (ids restart), or, for tests marked ``own_database`` that damage the schema, a
+    database of their own.
+    """
+    if backend == "sqlite":
+        path = tmp_path / "petstore.db"
+        shutil.copyfile(migrated_template, path)
+        yield f"sqlite:///{path}"
+    elif request.node.get_closest_marker("own_database"):
+        with postgres_database() as url:
+            db.upgrade(url)
+            yield url
+    else:
+        url = request.getfixturevalue("postgres_run_database")
+        run_sql(url, "TRUNCATE pets, api_keys RESTART IDENTITY")
+        yield url
+
+
+def run_sql(database_url: str, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Run one statement straight on the test database (either backend), committed;
+    ``?`` placeholders. Returns the rows as dicts (empty for statements without)."""
+    if database_url.startswith("sqlite"):
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        conn.row_factory = sqlite3.Row
+        try:
+            with conn:
+                return [dict(row) for row in conn.execute(sql, tuple(params))]
+        finally:
+            conn.close()
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as pg:
+        cursor = pg.execute(sql.replace("?", "%s"), tuple(params))  # type: ignore[arg-type]
+        return list(cursor.fetchall()) if cursor.description else []
 
 
 @pytest.fixture
@@ -216,3 +268,28 @@ def postgres_database() -> Iterator[str]:
     finally:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def insert_corrupt_pet(database_url: str, pet_id: int = 5) -> None:
+    """A row the service could never write (status 'lost'): a real fault to read back.
+    On PostgreSQL this drops the status constraint: mark the test ``own_database``."""
+    if database_url.startswith("sqlite"):
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        try:
+            with conn:
+                conn.execute("PRAGMA ignore_check_constraints = ON")
+                conn.execute(
+                    "INSERT INTO pets (id, name, category_id, status) "
+                    "VALUES (?, 'Ghost', 1, 'lost')",
+                    (pet_id,),
+                )
+        finally:
+            conn.close()
+        return
+    run_sql(database_url, "ALTER TABLE pets DROP CONSTRAINT ck_pets_status_known")
+    run_sql(
+        database_url,
+        "INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE "
+        "VALUES (?, 'Ghost', 1, 'lost')",
+        (pet_id,),
+    )

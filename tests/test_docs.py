@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 
+import pytest
 from starlette.testclient import TestClient
+
+from tests.conftest import run_sql
 
 
 def test_docs_page_loads_only_assets_served_here(client: TestClient) -> None:
@@ -59,11 +61,11 @@ def test_readyz_answers_when_the_database_is_current(client: TestClient) -> None
     assert response.json() == {"status": "ready"}
 
 
+@pytest.mark.own_database
 def test_readyz_is_503_when_the_schema_is_not_current(
     client: TestClient, database_url: str
 ) -> None:
-    with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
-        conn.execute("UPDATE alembic_version SET version_num = 'old'")
+    run_sql(database_url, "UPDATE alembic_version SET version_num = 'old'")
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["code"] == "unavailable"

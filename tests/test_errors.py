@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from typing import Any
 
 import httpx2
@@ -18,7 +16,7 @@ from starlette.testclient import TestClient
 from petstore.app import create_app
 from petstore.config import Settings
 from tests.conformance import Conformance
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 
 LIMIT = 64 * 1024
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -74,23 +72,12 @@ def padded_pet(size: int, name: str = "Rex") -> bytes:
     return body[:-1] + b" " * (size - len(body)) + b"}"
 
 
-def sqlite_file(database_url: str) -> str:
-    return database_url.removeprefix("sqlite:///")
-
-
 def corrupt_pet(database_url: str, pet_id: int = 5) -> None:
-    """A row the service could never have written: status 'lost' (a real fault)."""
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.execute("PRAGMA ignore_check_constraints = ON")
-        conn.execute(
-            "INSERT INTO pets (id, name, category_id, status) VALUES (?, 'Ghost', 1, 'lost')",
-            (pet_id,),
-        )
+    insert_corrupt_pet(database_url, pet_id)
 
 
 def drop_pets_table(database_url: str) -> None:
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.execute("DROP TABLE pets")
+    run_sql(database_url, "DROP TABLE pets")
 
 
 # 404: no such path (D10, D20) ---------------------------------------------------------
@@ -403,6 +390,7 @@ def test_body_limit_is_the_configured_one(
 # 500 and 503 --------------------------------------------------------------------------------
 
 
+@pytest.mark.own_database
 @pytest.mark.parametrize("path", ["/v1/pets/5", "/v1/pets", "/v1/pets?limit=100"])
 def test_unexpected_fault_is_500_internal_error_without_internals(
     client: TestClient, auth: dict[str, str], database_url: str, path: str
@@ -416,6 +404,7 @@ def test_unexpected_fault_is_500_internal_error_without_internals(
     assert_security_headers(response)
 
 
+@pytest.mark.own_database
 def test_fault_in_one_row_leaves_other_reads_working(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
@@ -426,6 +415,7 @@ def test_fault_in_one_row_leaves_other_reads_working(
     assert client.get(f"/v1/pets/{pet['id']}", headers=auth).json() == pet
 
 
+@pytest.mark.own_database
 def test_database_without_its_tables_is_503_unavailable_with_retry_after(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
@@ -498,6 +488,7 @@ def test_every_response_carries_the_security_headers(
     assert_security_headers(response)
 
 
+@pytest.mark.own_database
 def test_500_carries_the_security_headers(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
@@ -507,6 +498,7 @@ def test_500_carries_the_security_headers(
     assert_security_headers(response)
 
 
+@pytest.mark.own_database
 def test_503_carries_the_security_headers(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
@@ -608,6 +600,7 @@ def test_generated_request_id_is_in_the_access_log_line(
     assert "a b" not in logged
 
 
+@pytest.mark.own_database
 def test_request_id_of_a_500_is_in_its_log_lines(
     client: TestClient,
     auth: dict[str, str],

@@ -4,8 +4,6 @@ decisions that shape them: D1-D9, D11, D14."""
 from __future__ import annotations
 
 import re
-import sqlite3
-from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -17,7 +15,7 @@ from starlette.testclient import TestClient
 from petstore.app import create_app
 from petstore.config import Settings
 from tests.conformance import Conformance
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 
 INT64_MAX = 2**63 - 1
 PET_KEYS = {"id", "name", "categoryId", "status"}
@@ -89,17 +87,11 @@ def assert_error(response: httpx2.Response, status: int, code: str) -> str:
     return message
 
 
-def sqlite_file(database_url: str) -> str:
-    return database_url.removeprefix("sqlite:///")
-
-
 def insert_pets_directly(database_url: str, count: int, status: str = "available") -> None:
     """Bulk rows straight into the test database (valid rows, fewer round trips)."""
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.executemany(
-            "INSERT INTO pets (name, category_id, status) VALUES (?, 1, ?)",
-            [(f"pet {i}", status) for i in range(count)],
-        )
+    values = ", ".join(f"('pet {i}', 1, ?)" for i in range(count))
+    sql = f"INSERT INTO pets (name, category_id, status) VALUES {values}"  # noqa: S608
+    run_sql(database_url, sql, [status] * count)
 
 
 # Interface: the three operations ---------------------------------------------------
@@ -342,8 +334,7 @@ def test_id_of_the_deleted_newest_row_is_never_reused(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
     ids = [create(client, auth, name=f"pet {i}")["id"] for i in range(3)]
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.execute("DELETE FROM pets WHERE id = ?", (max(ids),))
+    run_sql(database_url, "DELETE FROM pets WHERE id = ?", [max(ids)])
     new = create(client, auth, name="after delete")
     assert new["id"] > max(ids)
 
@@ -352,8 +343,7 @@ def test_ids_are_not_reused_after_every_row_is_deleted(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
     ids = [create(client, auth, name=f"pet {i}")["id"] for i in range(3)]
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.execute("DELETE FROM pets")
+    run_sql(database_url, "DELETE FROM pets")
     assert listed(client, auth) == []
     new = create(client, auth, name="after delete")
     assert new["id"] > max(ids)
@@ -792,23 +782,22 @@ def test_deprecation_date_is_a_setting(
             assert response.headers["sunset"] == SUNSET
 
 
+@pytest.mark.own_database
 def test_get_pet_503_still_carries_deprecation_headers(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
     pet = create(client, auth)
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.execute("DROP TABLE pets")
+    run_sql(database_url, "DROP TABLE pets")
     response = client.get(f"/v1/pets/{pet['id']}", headers=auth)
     assert_error(response, 503, "unavailable")
     assert_deprecation_headers(response)
 
 
+@pytest.mark.own_database
 def test_get_pet_500_still_carries_deprecation_headers(
     client: TestClient, auth: dict[str, str], database_url: str
 ) -> None:
-    with closing(sqlite3.connect(sqlite_file(database_url))) as conn, conn:
-        conn.execute("PRAGMA ignore_check_constraints = ON")
-        conn.execute("INSERT INTO pets (id, name, category_id, status) VALUES (5, 'x', 1, 'lost')")
+    insert_corrupt_pet(database_url, 5)
     response = client.get("/v1/pets/5", headers=auth)
     assert_error(response, 500, "internal_error")
     assert_deprecation_headers(response)

@@ -43,10 +43,11 @@ _Pending = tuple[NewPet, asyncio.Future[Pet]]
 
 @contextmanager
 def _reachable() -> Iterator[None]:
-    """Turn driver and pool errors that mean "database not usable now" into 503 (D10)."""
+    """Turn driver and pool errors that mean "database not usable now" into 503 (D10);
+    a missing table (a database not migrated, or damaged) is one too, as on SQLite."""
     try:
         yield
-    except (psycopg.OperationalError, PoolTimeout) as exc:
+    except (psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout) as exc:
         raise errors.Unavailable("the database is unavailable; retry shortly") from exc
 
 
@@ -255,10 +256,10 @@ class PostgresStore:
         return int(rows[0][0])
 
     async def schema_revision(self) -> str | None:
-        try:
-            rows = await self._fetch("SELECT version_num FROM alembic_version")
-        except psycopg.errors.UndefinedTable:
+        (exists,) = (await self._fetch("SELECT to_regclass('alembic_version') IS NOT NULL"))[0]
+        if not exists:
             return None
+        rows = await self._fetch("SELECT version_num FROM alembic_version")
         return str(rows[0][0]) if rows else None
 
     async def close(self) -> None:
