@@ -58,7 +58,7 @@ def test_healthz_answers_without_a_key(client: TestClient) -> None:
 def test_readyz_answers_when_the_database_is_current(client: TestClient) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    assert response.json() == {"status": "ready", "rateLimits": "ok"}
 
 
 @pytest.mark.own_database

@@ -87,9 +87,13 @@ def test_list_parameters_state_bounds_default_and_cursor(document: dict[str, Any
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/pets", "get", {"200", "400", "401", "405", "500", "503"}),
-        ("/pets", "post", {"201", "400", "401", "405", "413", "415", "500", "503"}),
-        ("/pets/{petId}", "get", {"200", "400", "401", "404", "405", "410", "500", "503"}),
+        ("/pets", "get", {"200", "400", "401", "405", "429", "500", "503"}),
+        (
+            "/pets",
+            "post",
+            {"201", "400", "401", "405", "409", "413", "415", "422", "429", "500", "503"},
+        ),
+        ("/pets/{petId}", "get", {"200", "400", "401", "404", "405", "410", "429", "500", "503"}),
     ],
 )
 def test_every_response_status_is_documented_with_the_error_schema(

@@ -3,15 +3,19 @@ schemathesis run (all checks, negative data too) over the served document."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
 
-from tests.conftest import LiveServer
+from petstore import db
+from tests.conftest import LiveServer, postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,9 +74,68 @@ def test_created_pet_is_durable_across_a_restart(tmp_path: Path) -> None:
     server.stop()
 
 
+@contextmanager
+def _served(backend: str, root: Path, *args: str) -> Iterator[LiveServer]:
+    """A real server on ``backend``: its own SQLite file, or a fresh PostgreSQL database."""
+    root.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        env = {}
+        if backend == "postgres":
+            url = stack.enter_context(postgres_database())
+            db.upgrade(url)
+            env["PETSTORE_DATABASE_URL"] = url
+        server = LiveServer(root, env=env)
+        server.start(*args)
+        stack.callback(server.stop)
+        yield server
+
+
 @pytest.mark.slow
-def test_schemathesis_finds_no_failure(live_server: LiveServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_workers_keep_every_create(backend: str, tmp_path: Path) -> None:
+    """``serve --workers 2``: concurrent creates from both processes all land, once."""
+    with _served(backend, tmp_path, "--workers", "2") as server:
+        assert "worker-2" in server.output()
+        headers = {"Authorization": f"Bearer {server.dev_key}"}
+
+        async def create_all() -> list[int]:
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+                ids: list[int] = []
+                for batch in range(8):
+                    responses = await asyncio.gather(
+                        *(
+                            client.post(
+                                f"{server.url}/v1/pets",
+                                json={"name": f"w{batch}-{i}", "categoryId": 1},
+                            )
+                            for i in range(50)
+                        )
+                    )
+                    assert [r.status_code for r in responses] == [201] * 50
+                    ids += [r.json()["id"] for r in responses]
+                return ids
+
+        created = asyncio.run(create_all())
+        listed: list[int] = []
+        url: str | None = f"{server.url}/v1/pets?limit=100"
+        while url:
+            page = httpx2.get(url, headers=headers)
+            listed += [pet["id"] for pet in page.json()]
+            link = page.headers.get("link")
+            url = link[1 : link.index(">")] if link else None
+    assert len(set(created)) == 400
+    assert listed == sorted(created)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_schemathesis_finds_no_failure(backend: str, tmp_path: Path) -> None:
     """All checks, positive and negative data, every phase; bounded to a few minutes."""
+    with _served(backend, tmp_path / "server") as live_server:
+        _run_schemathesis(live_server, tmp_path)
+
+
+def _run_schemathesis(live_server: LiveServer, tmp_path: Path) -> None:
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.fuzz.schemathesis_hooks"}
     env.pop("PETSTORE_CURSOR_SECRET", None)
     result = subprocess.run(
@@ -91,7 +154,7 @@ def test_schemathesis_finds_no_failure(live_server: LiveServer, tmp_path: Path) 
             "--max-examples",
             "300",
             "--max-time",
-            "150",
+            "100",
             "--request-timeout",
             "10",
             "--workers",

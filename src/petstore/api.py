@@ -15,8 +15,10 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from petstore import errors, pagination, pets
+from petstore import errors, idempotency, pagination, pets
 from petstore.auth import KeyVerifier
+from petstore.idempotency import IdempotentCreates
+from petstore.ratelimit import RateLimiter
 from petstore.schemas import NewPet, encode
 from petstore.store import Store
 
@@ -36,6 +38,8 @@ class Services:
     max_body_bytes: int
     schema_revision: str
     deprecation_headers: dict[str, str]
+    rate_limiter: RateLimiter | None
+    idempotency: IdempotentCreates
 
 
 def _services(request: Request) -> Services:
@@ -44,8 +48,21 @@ def _services(request: Request) -> Services:
 
 
 async def _authenticate(request: Request, services: Services) -> int:
-    """The caller's API key id (D12); every ``/v1/pets`` operation starts here."""
-    return await services.verifier.verify(request.headers.get("authorization"))
+    """The caller's API key id (D12), counted against its rate limit (D15); every
+    ``/v1/pets`` operation starts here. The RateLimit fields go on the response
+    whatever it turns out to be (the middleware adds ``response_headers``)."""
+    limiter = services.rate_limiter
+    if limiter is not None:
+        request.state.response_headers = {"RateLimit-Policy": limiter.policy_header}
+    key_id = await services.verifier.verify(request.headers.get("authorization"))
+    if limiter is not None:
+        request.state.response_headers, retry_after = await limiter.hit(key_id)
+        if retry_after is not None:
+            raise errors.RateLimited(
+                f"rate limit exceeded for this API key; retry in {retry_after} s",
+                retry_after=retry_after,
+            )
+    return key_id
 
 
 def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -87,14 +104,19 @@ async def list_pets(request: Request) -> Response:
 async def create_pet(request: Request) -> Response:
     """createPet: validate a NewPet (D1-D4), store it durably, answer 201 with the Pet."""
     services = _services(request)
-    await _authenticate(request, services)
+    api_key_id = await _authenticate(request, services)
     media_type, *params = request.headers.get("content-type", "").lower().split(";")
     charsets = [p.split("=", 1)[1].strip(' "') for p in params if p.strip().startswith("charset=")]
     if media_type.strip() != JSON or any(charset != "utf-8" for charset in charsets):
         raise errors.UnsupportedMediaType("the request body must be application/json (UTF-8)")
-    body = await _read_body(request, limit=services.max_body_bytes)
-    pet = await pets.create(services.store, _decode_new_pet(body))
-    return _json(encode(pet), status=201)
+    key = idempotency.parse_key(request.headers.get("idempotency-key"))
+    new_pet = _decode_new_pet(await _read_body(request, limit=services.max_body_bytes))
+    if key is None:
+        return _json(encode(await pets.create(services.store, new_pet)), status=201)
+    body, replayed = await services.idempotency.create(
+        services.store, new_pet, api_key_id=api_key_id, key=key, now=services.clock()
+    )
+    return _json(body, status=201, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
 
 async def get_pet(request: Request) -> Response:
@@ -165,4 +187,11 @@ async def readyz(request: Request) -> Response:
     services = _services(request)
     if await services.store.schema_revision() != services.schema_revision:
         raise errors.Unavailable("the database schema is not current")
-    return _json(b'{"status":"ready"}')
+    limiter = services.rate_limiter
+    if limiter is None:
+        rate_limits = "off"
+    elif limiter.store_error is not None:
+        rate_limits = f"failing open, store unreachable: {limiter.store_error}"
+    else:
+        rate_limits = "ok"
+    return _json(msgspec.json.encode({"status": "ready", "rateLimits": rate_limits}))

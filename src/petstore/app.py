@@ -6,6 +6,7 @@ closes the store at shutdown.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,8 +22,10 @@ from starlette.routing import Route
 from petstore import api, db, docs, errors, pagination, pets
 from petstore.auth import KeyVerifier
 from petstore.config import Settings, load_settings
+from petstore.idempotency import TTL, IdempotentCreates
 from petstore.middleware import ServiceMiddleware, error_log
-from petstore.store import open_store
+from petstore.ratelimit import RateLimiter
+from petstore.store import Store, open_store
 
 Clock = Callable[[], datetime]
 
@@ -50,6 +53,20 @@ async def _render_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _purge_idempotency_records(store: Store, clock: Clock, settings: Settings) -> None:
+    """Delete idempotency records past their 24 hours (D16), at start and then
+    every ``idempotency_purge_seconds``."""
+    while True:
+        try:
+            purged = await store.purge_idempotency_records(created_before=clock() - TTL)
+        except errors.PetstoreError:
+            error_log.warning("could not purge expired idempotency records", exc_info=True)
+        else:
+            if purged:
+                error_log.info("purged %d expired idempotency records", purged)
+        await asyncio.sleep(settings.idempotency_purge_seconds)
+
+
 def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14) and
     key expiry. The database must already be migrated (``db.upgrade``)."""
@@ -68,10 +85,18 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
                 "Deprecation": f"@{int(settings.deprecation_date.timestamp())}",  # RFC 9745
                 "Sunset": pets.SUNSET_HEADER,  # RFC 8594
             },
+            rate_limiter=(
+                RateLimiter(settings.rate_limit, redis_url=settings.redis_url)
+                if settings.rate_limit_enabled
+                else None
+            ),
+            idempotency=IdempotentCreates(),
         )
+        purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
         try:
             yield
         finally:
+            purger.cancel()
             await store.close()
 
     routes = [

@@ -68,6 +68,13 @@ class Settings(BaseSettings):
     key_cache_seconds: Annotated[float, Field(ge=0, le=5)] = 2.0
     #: D14: the ``Deprecation`` date announced on ``getPet``.
     deprecation_date: datetime = DEFAULT_DEPRECATION_DATE
+    #: D15: requests per API key, in the notation of the ``limits`` library.
+    rate_limit: str = "600/minute"
+    rate_limit_enabled: bool = True
+    #: D15: shared rate-limit counters for several instances, e.g. redis://127.0.0.1:6379/0.
+    redis_url: str | None = None
+    #: D16: seconds between purges of idempotency records older than 24 hours.
+    idempotency_purge_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
     log_level: str = "INFO"
@@ -86,6 +93,24 @@ class Settings(BaseSettings):
 
         db.sqlalchemy_url(url)  # raises UnsupportedDatabaseError, a ValueError
         return url
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_notation(cls, value: str) -> str:
+        from limits import parse
+
+        try:
+            parse(value)
+        except ValueError:
+            raise ValueError("must look like 600/minute or 10/second") from None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://")):
+            raise ValueError("must be a redis:// or rediss:// URL")
+        return value or None
 
     @field_validator("deprecation_date")
     @classmethod

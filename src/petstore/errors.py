@@ -8,9 +8,12 @@ Hierarchy::
     ├── Unauthorized              401 unauthorized (+ WWW-Authenticate, RFC 6750)
     ├── NotFound                  404 not_found
     ├── MethodNotAllowed          405 method_not_allowed (+ Allow)
+    ├── IdempotencyConflict       409 idempotency_conflict
     ├── Gone                      410 gone
     ├── PayloadTooLarge           413 payload_too_large
     ├── UnsupportedMediaType      415 unsupported_media_type
+    ├── IdempotencyKeyReused      422 idempotency_key_reused
+    ├── RateLimited               429 rate_limited (+ Retry-After, RateLimit fields)
     ├── InternalError             500 internal_error
     └── Unavailable               503 unavailable (+ Retry-After)
 
@@ -81,6 +84,12 @@ class MethodNotAllowed(PetstoreError):
         super().__init__(message, headers={"Allow": allow})
 
 
+class IdempotencyConflict(PetstoreError):
+    """A request with the same Idempotency-Key is still being processed (D16)."""
+
+    status, code = 409, "idempotency_conflict"
+
+
 class Gone(PetstoreError):
     """A sunset operation called after its sunset date (D14)."""
 
@@ -97,6 +106,21 @@ class UnsupportedMediaType(PetstoreError):
     """A POST body that is not ``application/json``."""
 
     status, code = 415, "unsupported_media_type"
+
+
+class IdempotencyKeyReused(PetstoreError):
+    """The Idempotency-Key was already used with a different body (D16)."""
+
+    status, code = 422, "idempotency_key_reused"
+
+
+class RateLimited(PetstoreError):
+    """The API key spent its budget for the window; retry after ``retry_after`` s (D15)."""
+
+    status, code = 429, "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
 
 
 class InternalError(PetstoreError):

@@ -49,7 +49,8 @@ class ServiceMiddleware:
                 break
         if request_id is None:
             request_id = uuid.uuid4().hex.encode()
-        scope.setdefault("state", {})["request_id"] = request_id.decode()
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id.decode()
         extra_headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
         status = 0
         started = time.perf_counter()
@@ -58,7 +59,11 @@ class ServiceMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", ()), *extra_headers]
+                headers = [*message.get("headers", ()), *extra_headers]
+                # Set by endpoints for whatever response follows, errors included (D15).
+                for name, value in state.get("response_headers", {}).items():
+                    headers.append((name.lower().encode(), value.encode()))
+                message["headers"] = headers
             await send(message)
 
         try:

@@ -35,6 +35,29 @@ class ApiKeyRecord(msgspec.Struct, frozen=True):
     revoked_at: datetime | None
 
 
+class IdempotencyClaim(msgspec.Struct, frozen=True):
+    """A create's claim on an Idempotency-Key (D16): stored with the animal, in the
+    same transaction, unless an unexpired record of the same key already exists.
+    Records of this key created before ``expired_before`` are replaced."""
+
+    api_key_id: int
+    key: str
+    fingerprint: str
+    created_at: datetime
+    expired_before: datetime
+
+
+class IdempotencyRecord(msgspec.Struct, frozen=True):
+    """A stored Idempotency-Key: the request's fingerprint and its original 201 body."""
+
+    api_key_id: int
+    key: str
+    fingerprint: str
+    pet_id: int
+    response: bytes
+    created_at: datetime
+
+
 class SchemaOutOfDateError(RuntimeError):
     """The database's schema revision is not the one this code was built for."""
 
@@ -43,8 +66,25 @@ class Store(Protocol):
     """Typed queries over one database. Every method raises ``errors.Unavailable``
     when the database cannot be reached."""
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
-        """Insert one animal, durably committed before returning (D5: id assigned here)."""
+    async def create_pet(
+        self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
+    ) -> Pet | IdempotencyRecord:
+        """Insert one animal, durably committed before returning (D5: id assigned here).
+
+        With a ``claim``, the idempotency record is written in the same transaction;
+        if an unexpired record of that key exists, nothing is written and that
+        record is returned instead (D16).
+        """
+        ...
+
+    async def find_idempotency_record(
+        self, api_key_id: int, key: str, *, created_after: datetime
+    ) -> IdempotencyRecord | None:
+        """The record of ``key`` for this API key, if created after ``created_after``."""
+        ...
+
+    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
+        """Delete records created before ``created_before``; how many were deleted."""
         ...
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:

@@ -14,7 +14,6 @@ lending it and reconnects by itself when the database is back.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,11 +25,10 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from petstore import errors
-from petstore.schemas import NewPet, Pet, PetStatus
-from petstore.store import ApiKey, ApiKeyRecord
+from petstore.schemas import NewPet, Pet, PetStatus, encode
+from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
+from petstore.store.batch import GroupCommitter
 
-#: Creates committed together at most, so one transaction stays short.
-MAX_BATCH = 256
 #: The advisory lock that orders id assignment by commit (D9): b"petstore" as int64.
 ID_ORDER_LOCK = int.from_bytes(b"petstore", "big")
 
@@ -38,7 +36,12 @@ _PET_COLUMNS = "id, name, category_id, status"
 _KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
 
 _Connection = psycopg.AsyncConnection[TupleRow]
-_Pending = tuple[NewPet, asyncio.Future[Pet]]
+_Create = tuple[NewPet, IdempotencyClaim | None]
+_IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
+
+
+class _ClaimTaken(Exception):
+    """Rolls a create back to its savepoint: its Idempotency-Key is already stored."""
 
 
 @contextmanager
@@ -55,6 +58,20 @@ def _pet(row: tuple[Any, ...]) -> Pet:
     return Pet(id=row[0], name=row[1], category_id=row[2], status=PetStatus(row[3]))
 
 
+async def _insert_pet_row(conn: _Connection, new: NewPet) -> Pet:
+    cursor = await conn.execute(
+        "INSERT INTO pets (name, category_id, status) VALUES (%s, %s, %s) RETURNING id",
+        (new.name, new.category_id, new.status.value),
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    return Pet(int(row[0]), new.name, new.category_id, new.status)
+
+
+def _idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
+    return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4].encode(), row[5])
+
+
 def _api_key(row: tuple[Any, ...]) -> ApiKey:
     return ApiKey(row[0], row[1], row[2], row[3], row[4], row[5])
 
@@ -65,9 +82,7 @@ class PostgresStore:
 
     def __init__(self, pool: AsyncConnectionPool[_Connection]) -> None:
         self._pool = pool
-        self._queue: asyncio.Queue[_Pending | None] | None = None
-        self._batcher: asyncio.Task[None] | None = None
-        self._closed = False
+        self._creates = GroupCommitter(self._insert_pets)
 
     @classmethod  # ASYNC109: ``timeout`` bounds the store's every wait, not this call.
     async def open(cls, url: str, *, pool_size: int = 10, timeout: float = 5.0) -> PostgresStore:  # noqa: ASYNC109
@@ -122,43 +137,13 @@ class PostgresStore:
 
     # Pets ---------------------------------------------------------------------------
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
-        if self._closed:
-            raise errors.Unavailable("the store is closing; retry shortly")
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._batcher = asyncio.create_task(self._commit_batches(self._queue))
-        future: asyncio.Future[Pet] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((new_pet, future))
-        return await future
+    async def create_pet(
+        self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
+    ) -> Pet | IdempotencyRecord:
+        return await self._creates.submit((new_pet, claim))
 
-    async def _commit_batches(self, queue: asyncio.Queue[_Pending | None]) -> None:
-        """Commit queued creates in batches until ``close`` queues None."""
-        stopping = False
-        while not stopping:
-            batch: list[_Pending] = []
-            item = await queue.get()
-            while item is not None:
-                batch.append(item)
-                if len(batch) == MAX_BATCH or queue.empty():
-                    break
-                item = queue.get_nowait()
-            stopping = item is None
-            if not batch:
-                continue
-            try:
-                pets = await self._insert_pets([new for new, _ in batch])
-            except Exception as exc:  # every waiter learns why its create failed
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-            else:
-                for (_, future), pet in zip(batch, pets, strict=True):
-                    if not future.done():
-                        future.set_result(pet)
-
-    async def _insert_pets(self, new_pets: list[NewPet]) -> list[Pet]:
-        """Insert ``new_pets`` in one transaction; their ids in order (D5).
+    async def _insert_pets(self, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
+        """Insert the batch in one transaction; ids in order (D5), claims kept (D16).
 
         A sequence hands out ids when rows are inserted, not when they commit, so
         without care id 5 could commit after id 6, and a client paging with
@@ -172,22 +157,67 @@ class PostgresStore:
         with _reachable():
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
-                async with conn.cursor() as cursor:
-                    await cursor.executemany(
-                        "INSERT INTO pets (name, category_id, status) VALUES (%s, %s, %s) "
-                        "RETURNING id",
-                        [(new.name, new.category_id, new.status.value) for new in new_pets],
-                        returning=True,
-                    )
-                    ids = []
-                    async for result in cursor.results():
-                        row = await result.fetchone()
-                        assert row is not None
-                        ids.append(int(row[0]))
-        return [
-            Pet(pet_id, new.name, new.category_id, new.status)
-            for pet_id, new in zip(ids, new_pets, strict=True)
-        ]
+                return [await self._insert_pet(conn, new, claim) for new, claim in creates]
+
+    @staticmethod
+    async def _insert_pet(
+        conn: _Connection, new: NewPet, claim: IdempotencyClaim | None
+    ) -> Pet | IdempotencyRecord:
+        """One create; with a claim, inside a savepoint that is rolled back (and the
+        existing record returned) when the key is already taken (D16)."""
+        if claim is None:
+            return await _insert_pet_row(conn, new)
+        try:
+            async with conn.transaction():
+                await conn.execute(
+                    "DELETE FROM idempotency_records "
+                    "WHERE api_key_id = %s AND idempotency_key = %s AND created_at < %s",
+                    (claim.api_key_id, claim.key, claim.expired_before),
+                )
+                pet = await _insert_pet_row(conn, new)
+                cursor = await conn.execute(
+                    "INSERT INTO idempotency_records "
+                    "(api_key_id, idempotency_key, fingerprint, pet_id, response, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING pet_id",
+                    (
+                        claim.api_key_id,
+                        claim.key,
+                        claim.fingerprint,
+                        pet.id,
+                        encode(pet).decode(),
+                        claim.created_at,
+                    ),
+                )
+                if await cursor.fetchone() is None:
+                    raise _ClaimTaken
+                return pet
+        except _ClaimTaken:
+            cursor = await conn.execute(
+                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
+                "WHERE api_key_id = %s AND idempotency_key = %s",
+                (claim.api_key_id, claim.key),
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            return _idempotency_record(row)
+
+    async def find_idempotency_record(
+        self, api_key_id: int, key: str, *, created_after: datetime
+    ) -> IdempotencyRecord | None:
+        rows = await self._fetch(
+            f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
+            "WHERE api_key_id = %s AND idempotency_key = %s AND created_at > %s",
+            (api_key_id, key, created_after),
+        )
+        return _idempotency_record(rows[0]) if rows else None
+
+    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
+        with _reachable():
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(
+                    "DELETE FROM idempotency_records WHERE created_at < %s", (created_before,)
+                )
+                return cursor.rowcount
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
         if status is None:
@@ -264,8 +294,5 @@ class PostgresStore:
 
     async def close(self) -> None:
         """Commit the creates already queued, then close every connection."""
-        self._closed = True
-        if self._queue is not None and self._batcher is not None:
-            self._queue.put_nowait(None)
-            await self._batcher
+        await self._creates.close()
         await self._pool.close()

@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from petstore import errors
-from petstore.schemas import NewPet, Pet, PetStatus
-from petstore.store import ApiKey, ApiKeyRecord
+from petstore.schemas import NewPet, Pet, PetStatus, encode
+from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
+from petstore.store.batch import GroupCommitter
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
-#: Creates committed together at most, so one transaction stays short.
-MAX_BATCH = 256
 
 _PET_COLUMNS = "id, name, category_id, status"
 _KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
+_IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
+_Create = tuple[NewPet, IdempotencyClaim | None]
 
 
 @contextmanager
@@ -66,6 +67,12 @@ def _time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
+def _idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        row[0], row[1], row[2], row[3], row[4].encode(), datetime.fromisoformat(row[5])
+    )
+
+
 def _api_key(row: tuple[Any, ...]) -> ApiKey:
     created_at = datetime.fromisoformat(row[3])
     return ApiKey(row[0], row[1], row[2], created_at, _time(row[4]), _time(row[5]))
@@ -79,58 +86,95 @@ class SQLiteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
         self._writer = self._executor.submit(_connect, path, readonly=False).result()
         self._reader = _connect(path, readonly=True)
-        self._queue: asyncio.Queue[tuple[NewPet, asyncio.Future[Pet]]] | None = None
-        self._batcher: asyncio.Task[None] | None = None
+        self._creates = GroupCommitter(self._commit_creates)
 
     # Pets ---------------------------------------------------------------------------
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._batcher = asyncio.create_task(self._commit_batches(self._queue))
-        future: asyncio.Future[Pet] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((new_pet, future))
-        return await future
+    async def create_pet(
+        self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
+    ) -> Pet | IdempotencyRecord:
+        return await self._creates.submit((new_pet, claim))
 
-    async def _commit_batches(
-        self, queue: asyncio.Queue[tuple[NewPet, asyncio.Future[Pet]]]
-    ) -> None:
+    async def _commit_creates(self, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
         loop = asyncio.get_running_loop()
-        while True:
-            batch = [await queue.get()]
-            while len(batch) < MAX_BATCH and not queue.empty():
-                batch.append(queue.get_nowait())
-            try:
-                pets = await loop.run_in_executor(
-                    self._executor, self._insert_pets, [new for new, _ in batch]
-                )
-            except Exception as exc:  # every waiter learns why its create failed
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-            else:
-                for (_, future), pet in zip(batch, pets, strict=True):
-                    if not future.done():
-                        future.set_result(pet)
+        return await loop.run_in_executor(self._executor, self._insert_pets, creates)
 
-    def _insert_pets(self, new_pets: list[NewPet]) -> list[Pet]:
+    def _insert_pets(self, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
+        """One transaction for the batch; a create whose claim loses to an existing
+        record is rolled back to its savepoint and answered with that record (D16)."""
         conn = self._writer
+        results: list[Pet | IdempotencyRecord] = []
         with _reachable():
             conn.execute("BEGIN IMMEDIATE")
             try:
-                pets = []
-                for new in new_pets:
-                    (pet_id,) = conn.execute(
-                        "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) "
-                        "RETURNING id",
-                        (new.name, new.category_id, new.status.value),
-                    ).fetchone()
-                    pets.append(Pet(pet_id, new.name, new.category_id, new.status))
+                for new, claim in creates:
+                    results.append(self._insert_pet(conn, new, claim))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return pets
+        return results
+
+    @staticmethod
+    def _insert_pet(
+        conn: sqlite3.Connection, new: NewPet, claim: IdempotencyClaim | None
+    ) -> Pet | IdempotencyRecord:
+        if claim is not None:
+            conn.execute("SAVEPOINT claim")
+            conn.execute(
+                "DELETE FROM idempotency_records "
+                "WHERE api_key_id = ? AND idempotency_key = ? AND created_at < ?",
+                (claim.api_key_id, claim.key, _iso(claim.expired_before)),
+            )
+        (pet_id,) = conn.execute(
+            "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id",
+            (new.name, new.category_id, new.status.value),
+        ).fetchone()
+        pet = Pet(pet_id, new.name, new.category_id, new.status)
+        if claim is None:
+            return pet
+        claimed = conn.execute(
+            "INSERT INTO idempotency_records "
+            "(api_key_id, idempotency_key, fingerprint, pet_id, response, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING pet_id",
+            (
+                claim.api_key_id,
+                claim.key,
+                claim.fingerprint,
+                pet_id,
+                encode(pet).decode(),
+                _iso(claim.created_at),
+            ),
+        ).fetchone()
+        if claimed is None:
+            conn.execute("ROLLBACK TO claim")
+            conn.execute("RELEASE claim")
+            row = conn.execute(
+                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
+                "WHERE api_key_id = ? AND idempotency_key = ?",
+                (claim.api_key_id, claim.key),
+            ).fetchone()
+            return _idempotency_record(row)
+        conn.execute("RELEASE claim")
+        return pet
+
+    async def find_idempotency_record(
+        self, api_key_id: int, key: str, *, created_after: datetime
+    ) -> IdempotencyRecord | None:
+        with _reachable():
+            row = self._reader.execute(
+                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
+                "WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?",
+                (api_key_id, key, _iso(created_after)),
+            ).fetchone()
+        return None if row is None else _idempotency_record(row)
+
+    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
+        rows = await self._write(
+            "DELETE FROM idempotency_records WHERE created_at < ? RETURNING 1",
+            (_iso(created_before),),
+        )
+        return len(rows)
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
         with _reachable():
@@ -229,8 +273,7 @@ class SQLiteStore:
         return None if row is None else str(row[0])
 
     async def close(self) -> None:
-        if self._batcher is not None:
-            self._batcher.cancel()
+        await self._creates.close()
         self._executor.submit(self._writer.close).result()
         self._executor.shutdown()
         self._reader.close()

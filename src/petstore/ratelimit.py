@@ -1,0 +1,64 @@
+"""Per-API-key rate limits (D15) with the ``limits`` library.
+
+Counters live in memory (one instance) or in Redis (``PETSTORE_REDIS_URL``: every
+instance shares one budget). Every ``/v1/pets`` response carries the IETF fields of
+draft-ietf-httpapi-ratelimit-headers; the partition key is the API key's id, never
+the key. When Redis cannot be reached the service fails open: it answers, logs the
+fault at most once a minute, and ``/readyz`` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from limits import RateLimitItem, parse
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import FixedWindowRateLimiter
+
+log = logging.getLogger("petstore.ratelimit")
+POLICY = "default"
+_LOG_EVERY_SECONDS = 60.0
+
+
+class RateLimiter:
+    """Counts requests per API key in fixed windows of the configured limit."""
+
+    def __init__(self, limit: str, *, redis_url: str | None = None) -> None:
+        self.item: RateLimitItem = parse(limit)
+        storage: Storage
+        if redis_url:
+            storage = RedisStorage(
+                f"async+{redis_url}",
+                implementation="redispy",
+                socket_timeout=0.25,
+                socket_connect_timeout=0.25,
+            )
+        else:
+            storage = MemoryStorage()
+        self._storage = storage
+        self._limiter = FixedWindowRateLimiter(storage)
+        window = self.item.get_expiry()
+        self.policy_header = f'"{POLICY}";q={self.item.amount};w={window}'
+        self.store_error: str | None = None
+        self._logged_at = -math.inf
+
+    async def hit(self, api_key_id: int) -> tuple[dict[str, str], int | None]:
+        """Count one request of ``api_key_id``: the RateLimit headers to send, and the
+        seconds to wait when the window's budget is spent (None while within it)."""
+        headers = {"RateLimit-Policy": self.policy_header}
+        partition = str(api_key_id)
+        try:
+            allowed = await self._limiter.hit(self.item, POLICY, partition)
+            stats = await self._limiter.get_window_stats(self.item, POLICY, partition)
+        except Exception as exc:  # the limiter store is down: fail open (D15)
+            self.store_error = f"{type(exc).__name__}: {exc}"
+            if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
+                self._logged_at = time.monotonic()
+                log.warning("rate limit store unreachable, failing open: %s", self.store_error)
+            return headers, None
+        self.store_error = None
+        reset = max(0, math.ceil(stats.reset_time - time.time()))
+        headers["RateLimit"] = f'"{POLICY}";r={stats.remaining};t={reset}'
+        return headers, None if allowed else reset
