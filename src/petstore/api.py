@@ -18,6 +18,7 @@ from starlette.responses import Response
 from petstore import errors, idempotency, pagination, pets
 from petstore.auth import KeyVerifier
 from petstore.idempotency import IdempotentCreates
+from petstore.metrics import Metrics
 from petstore.ratelimit import RateLimiter
 from petstore.schemas import NewPet, encode
 from petstore.store import Store
@@ -40,6 +41,7 @@ class Services:
     deprecation_headers: dict[str, str]
     rate_limiter: RateLimiter | None
     idempotency: IdempotentCreates
+    metrics: Metrics
 
 
 def _services(request: Request) -> Services:
@@ -55,6 +57,7 @@ async def _authenticate(request: Request, services: Services) -> int:
     if limiter is not None:
         request.state.response_headers = {"RateLimit-Policy": limiter.policy_header}
     key_id = await services.verifier.verify(request.headers.get("authorization"))
+    request.state.api_key_id = key_id  # logged by id, never the key (D13)
     if limiter is not None:
         request.state.response_headers, retry_after = await limiter.hit(key_id)
         if retry_after is not None:
@@ -116,6 +119,8 @@ async def create_pet(request: Request) -> Response:
     body, replayed = await services.idempotency.create(
         services.store, new_pet, api_key_id=api_key_id, key=key, now=services.clock()
     )
+    if replayed:
+        services.metrics.idempotent_replays.inc()
     return _json(body, status=201, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
 

@@ -7,7 +7,6 @@ closes the store at shutdown.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -19,10 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from petstore import api, db, docs, errors, pagination, pets
+from petstore import api, db, docs, errors, logs, pagination, pets
 from petstore.auth import KeyVerifier
 from petstore.config import Settings, load_settings
 from petstore.idempotency import TTL, IdempotentCreates
+from petstore.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from petstore.metrics import Metrics
 from petstore.middleware import ServiceMiddleware, error_log
 from petstore.ratelimit import RateLimiter
 from petstore.store import Store, open_store
@@ -91,13 +92,21 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
                 else None
             ),
             idempotency=IdempotentCreates(),
+            metrics=metrics,
         )
+        metrics.watch_pool(store.pool_stats)
         purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
         try:
             yield
         finally:
             purger.cancel()
             await store.close()
+
+    metrics = Metrics()
+
+    async def metrics_page(request: Request) -> Response:
+        """Prometheus metrics, no key (keep this path off the public load balancer)."""
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     routes = [
         Route("/v1/pets", api.pets_collection, methods=["GET", "POST"], name="pets"),
@@ -106,9 +115,11 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
         Route("/readyz", api.readyz, methods=["GET"]),
         *docs.routes(settings),
     ]
+    if settings.metrics_enabled:
+        routes.append(Route("/metrics", metrics_page, methods=["GET"]))
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(ServiceMiddleware)],
+        middleware=[Middleware(ServiceMiddleware, metrics=metrics)],
         exception_handlers={errors.PetstoreError: _render_error, HTTPException: _render_error},
         lifespan=lifespan,
     )
@@ -118,24 +129,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
 
 def configure_logging(settings: Settings) -> None:
     """Log to stderr at ``settings.log_level``; every line names its request id (D18)."""
-
-    class _RequestIdDefault(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            if not hasattr(record, "request_id"):
-                record.request_id = "-"
-            return True
-
-    handler = logging.StreamHandler()
-    handler.addFilter(_RequestIdDefault())
-    handler.setFormatter(
-        logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"
-        )
-    )
-    logger = logging.getLogger("petstore")
-    logger.handlers[:] = [handler]
-    logger.setLevel(settings.log_level)
-    logger.propagate = False
+    logs.configure(level=settings.log_level, json=settings.json_logs)
 
 
 def app_from_environment() -> Starlette:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,6 +78,17 @@ class Settings(BaseSettings):
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
     log_level: str = "INFO"
+    #: ``json`` (one object per line) or ``text``; default: text in development only.
+    log_format: Literal["json", "text"] | None = None
+    #: Serve Prometheus metrics at ``/metrics`` (no key; keep it off the public LB).
+    metrics_enabled: bool = True
+
+    @property
+    def json_logs(self) -> bool:
+        """Whether log lines are JSON (``log_format``, else outside development)."""
+        if self.log_format is None:
+            return self.environment is not Environment.DEVELOPMENT
+        return self.log_format == "json"
 
     @field_validator("base_url", "staging_base_url")
     @classmethod

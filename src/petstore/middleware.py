@@ -15,6 +15,7 @@ import uuid
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from petstore import errors
+from petstore.metrics import Metrics, operation_of
 
 access_log = logging.getLogger("petstore.access")
 error_log = logging.getLogger("petstore.error")
@@ -34,8 +35,9 @@ class ServiceMiddleware:
     """Adds ``X-Request-ID`` and the D18 headers to every response, logs one line per
     request, and answers 500 ``internal_error`` (no internals) on an unhandled fault."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -54,6 +56,8 @@ class ServiceMiddleware:
         extra_headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
         status = 0
         started = time.perf_counter()
+        if self.metrics is not None:
+            self.metrics.in_flight.inc()
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status
@@ -81,12 +85,25 @@ class ServiceMiddleware:
                 )
                 await send_with_headers({"type": "http.response.body", "body": fault.body()})
         finally:
-            route = scope.get("route")
+            seconds = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None)
+            if self.metrics is not None:
+                self.metrics.in_flight.dec()
+                self.metrics.record(operation_of(route, scope["method"]), status, seconds)
+            client = scope.get("client")
             access_log.info(
                 "%s %s %s %.1fms",
                 scope["method"],
-                getattr(route, "path", scope["path"]),
+                route or scope["path"],
                 status,
-                (time.perf_counter() - started) * 1000,
-                extra={"request_id": request_id.decode()},
+                seconds * 1000,
+                extra={
+                    "request_id": state["request_id"],
+                    "method": scope["method"],
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 3),
+                    "api_key_id": state.get("api_key_id"),
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                },
             )

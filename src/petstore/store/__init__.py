@@ -127,6 +127,11 @@ class Store(Protocol):
         """The applied migration revision, None on an empty database."""
         ...
 
+    def pool_stats(self) -> dict[str, int]:
+        """Connection pool figures by name (for metrics): at least ``size``,
+        ``available`` and ``writes_waiting``."""
+        ...
+
     async def close(self) -> None:
         """Finish pending writes and release connections."""
         ...

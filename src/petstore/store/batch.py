@@ -72,6 +72,11 @@ class GroupCommitter(Generic[Item, Result]):
                     if not future.done():
                         future.set_result(result)
 
+    @property
+    def waiting(self) -> int:
+        """Writes queued for the next transaction."""
+        return 0 if self._queue is None else self._queue.qsize()
+
     async def close(self) -> None:
         """Commit what is already queued, then stop; later submits raise Unavailable."""
         self._closed = True

@@ -292,6 +292,15 @@ class PostgresStore:
         rows = await self._fetch("SELECT version_num FROM alembic_version")
         return str(rows[0][0]) if rows else None
 
+    def pool_stats(self) -> dict[str, int]:
+        stats = self._pool.get_stats()
+        return {
+            "size": stats.get("pool_size", 0),
+            "available": stats.get("pool_available", 0),
+            "requests_waiting": stats.get("requests_waiting", 0),
+            "writes_waiting": self._creates.waiting,
+        }
+
     async def close(self) -> None:
         """Commit the creates already queued, then close every connection."""
         await self._creates.close()

@@ -272,6 +272,10 @@ class SQLiteStore:
                 raise
         return None if row is None else str(row[0])
 
+    def pool_stats(self) -> dict[str, int]:
+        # One reader on the loop and one writer thread, always open.
+        return {"size": 2, "available": 2, "writes_waiting": self._creates.waiting}
+
     async def close(self) -> None:
         await self._creates.close()
         self._executor.submit(self._writer.close).result()
