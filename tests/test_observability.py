@@ -1,0 +1,141 @@
+"""Metrics at /metrics and the per-request log line (issue: metrics, logs; D18)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+
+import pytest
+from starlette.testclient import TestClient
+
+from petstore import logs
+from petstore.app import create_app
+from petstore.config import Settings
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    label_text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = rf"^{re.escape(name)}(?:\{{{re.escape(label_text)}\}})? (\S+)$"
+    matches = [float(m) for m in re.findall(pattern, text, flags=re.MULTILINE)]
+    assert matches, f"{name}{{{label_text}}} not in metrics"
+    return matches[0]
+
+
+def _labels_sorted(text: str) -> str:
+    """prometheus_client writes labels in declaration order; sort them for matching."""
+
+    def sort(match: re.Match[str]) -> str:
+        parts = sorted(match.group(1).split('",'))
+        return "{" + '",'.join(p.rstrip('"') for p in parts) + '"}'
+
+    return re.sub(r"\{([^}]*)\}", sort, text)
+
+
+def test_metrics_count_requests_by_operation_and_status(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    client.post("/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth)
+    client.get("/v1/pets", headers=auth)
+    client.get("/v1/pets")
+    client.get("/v1/pets/999", headers=auth)
+    client.get("/nowhere")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = _labels_sorted(response.text)
+    assert _sample(text, "petstore_requests_total", operation="createPet", status="201") == 1
+    assert _sample(text, "petstore_requests_total", operation="listPets", status="200") == 1
+    assert _sample(text, "petstore_requests_total", operation="listPets", status="401") == 1
+    assert _sample(text, "petstore_requests_total", operation="getPet", status="404") == 1
+    assert _sample(text, "petstore_requests_total", operation="unmatched", status="404") == 1
+    count = _sample(text, "petstore_request_duration_seconds_count", operation="listPets")
+    assert count == 2
+    assert _sample(text, "petstore_requests_in_flight") == 1  # the scrape itself
+    assert _sample(text, "petstore_db_pool_size") >= 1
+    assert "petstore_db_pool_writes_waiting" in text
+
+
+def test_metrics_count_rate_limited_and_idempotent_replays(
+    database_url: str, make_key: Callable[..., str]
+) -> None:
+    settings = Settings(database_url=database_url, rate_limit="2/minute")
+    key = make_key()
+    auth = {"Authorization": f"Bearer {key}", "Idempotency-Key": "k1"}
+    with TestClient(create_app(settings)) as client:
+        for _ in range(3):
+            client.post("/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth)
+        text = client.get("/metrics").text
+    assert _sample(text, "petstore_rate_limited_total") == 1
+    assert _sample(text, "petstore_idempotent_replays_total") == 1
+
+
+def test_metrics_can_be_turned_off(database_url: str) -> None:
+    settings = Settings(database_url=database_url, metrics_enabled=False)
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/metrics")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_metrics_are_not_under_v1_and_need_no_key(client: TestClient) -> None:
+    assert client.get("/v1/metrics").status_code == 404
+    assert client.get("/metrics").status_code == 200
+
+
+def test_each_request_logs_one_line_with_its_fields(
+    client: TestClient, auth: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="petstore.access"):
+        response = client.get("/v1/pets/7", headers={**auth, "X-Request-ID": "req-42"})
+    lines = [r for r in caplog.records if r.name == "petstore.access"]
+    assert len(lines) == 1
+    line = json.loads(logs.JsonFormatter().format(lines[0]))
+    assert response.status_code == 404
+    assert line["request_id"] == "req-42"
+    assert line["method"] == "GET"
+    assert line["route"] == "/v1/pets/{pet_id}"
+    assert line["status"] == 404
+    assert isinstance(line["duration_ms"], float)
+    assert isinstance(line["api_key_id"], int)
+    assert line["client"].startswith("testclient:")
+    assert line["time"].endswith("+00:00")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"X-Request-ID": "bad id with spaces"},
+        {"Idempotency-Key": "k"},
+    ],
+)
+def test_no_key_or_authorization_value_reaches_a_log_line(
+    client: TestClient,
+    api_key: str,
+    caplog: pytest.LogCaptureFixture,
+    headers: dict[str, str],
+) -> None:
+    bogus = "petstore_" + "A" * 43
+    with caplog.at_level(logging.DEBUG, logger="petstore"):
+        for authorization in (f"Bearer {api_key}", f"Bearer {bogus}", "Basic c2VjcmV0", api_key):
+            h = {"Authorization": authorization, **headers}
+            client.get("/v1/pets", headers=h)
+            client.get("/v1/pets/1", headers=h)
+            client.post("/v1/pets", content=b"{", headers={**h, "Content-Type": "application/json"})
+            client.post("/v1/pets", json={"name": "x", "categoryId": 0}, headers=h)
+    formatter = logs.JsonFormatter()
+    rendered = "\n".join(formatter.format(r) for r in caplog.records)
+    assert caplog.records
+    for secret in (api_key, api_key.removeprefix("petstore_"), bogus, "c2VjcmV0"):
+        assert secret not in rendered
+
+
+def test_text_logs_in_development_and_json_elsewhere() -> None:
+    assert Settings().json_logs is False
+    assert Settings(log_format="json").json_logs is True
+    assert (
+        Settings(environment="production", cursor_secret="x" * 40).json_logs  # type: ignore[arg-type]
+        is True
+    )
