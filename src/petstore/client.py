@@ -21,23 +21,23 @@ Without arguments the base URL and key come from ``PETSTORE_URL`` and
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import anyio
 import httpx
 import msgspec
 
 from petstore import __version__
-from petstore.client_errors import TransportError, from_response, retry_after
+from petstore.client_errors import TransportError, raise_for_error, retry_after, unexpected_body
 from petstore.schemas import Pet, PetStatus
 
 ENV_URL = "PETSTORE_URL"
@@ -53,7 +53,8 @@ _TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolEr
 _pets_decoder = msgspec.json.Decoder(list[Pet])
 _pet_decoder = msgspec.json.Decoder(Pet)
 _T = TypeVar("_T")
-EventHooks = Mapping[str, list[Callable[..., Any]]]
+_Transport = TypeVar("_Transport", httpx.BaseTransport, httpx.AsyncBaseTransport)
+EventHooks = Mapping[str, Sequence[Callable[..., Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,33 +70,27 @@ class Page:
         return self.next_url is not None
 
 
-@dataclass(frozen=True, slots=True)
-class _Retry:
-    max_retries: int
-    backoff: float
-    max_sleep: float
+class _Base(Generic[_Transport]):
+    """The configuration and the I/O-free parts of a call, shared by both clients.
 
-    def delay(self, attempt: int, retry_after: float | None) -> float | None:
-        """Seconds to sleep before retry ``attempt + 1``; None to give up: retries
-        spent, or a ``Retry-After`` longer than ``max_sleep`` (the caller decides)."""
-        if attempt >= self.max_retries:
-            return None
-        if retry_after is not None:
-            return retry_after if retry_after <= self.max_sleep else None
-        return random.uniform(0, min(self.max_sleep, self.backoff * 2**attempt))
-
-
-class _Base:
-    """Configuration and the parts of a call that do no I/O, shared by both clients."""
+    ``base_url`` ends in ``/v1``; ``timeout`` is seconds or an ``httpx.Timeout``. A
+    failed call is retried up to ``max_retries`` times; the n-th wait is drawn from 0
+    to ``backoff * 2**n`` seconds, or is the ``Retry-After``, never above ``max_sleep``.
+    ``transport`` and ``event_hooks`` are passed to httpx. Raises ValueError when the
+    base URL or the key is neither given nor in the environment.
+    """
 
     def __init__(
         self,
-        base_url: str | None,
-        api_key: str | None,
+        base_url: str | None = None,
         *,
-        max_retries: int,
-        backoff: float,
-        max_sleep: float,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 10.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_sleep: float = 30.0,
+        transport: _Transport | None = None,
+        event_hooks: EventHooks | None = None,
     ) -> None:
         url = base_url or os.environ.get(ENV_URL)
         key = api_key or os.environ.get(ENV_API_KEY)
@@ -106,39 +101,61 @@ class _Base:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         self.base_url = url.rstrip("/")
-        self._headers = {
+        self.max_retries, self.backoff, self.max_sleep = max_retries, backoff, max_sleep
+        headers = {
             "Authorization": f"Bearer {key}",
             "Accept": "application/json",
             "User-Agent": f"petstore-python/{__version__}",
         }
-        self._retry = _Retry(max_retries, backoff, max_sleep)
+        self._connect(
+            transport,
+            base_url=f"{self.base_url}/",
+            headers=headers,
+            timeout=timeout,
+            event_hooks=event_hooks,
+        )
+
+    def _connect(self, transport: _Transport | None, **options: Any) -> None:
+        raise NotImplementedError
 
     def __repr__(self) -> str:  # never the key
         return f"{type(self).__name__}(base_url={self.base_url!r})"
 
-    def _plan(self, attempt: int, outcome: httpx.Response | httpx.TransportError) -> float | None:
-        """Seconds to wait before repeating the request, or None to stop here."""
+    def _next(
+        self, attempt: int, outcome: httpx.Response | httpx.TransportError
+    ) -> httpx.Response | float:
+        """After attempt ``attempt`` (from 0): the response to hand back, or the seconds
+        to sleep before repeating the request (D15, D16). Stops at a response that is
+        not 409/429/503, when retries are spent, or at a ``Retry-After`` above
+        ``max_sleep`` (the caller gets the error with its ``retry_after``).
+        Raises TransportError when the last attempt had no response."""
         if isinstance(outcome, httpx.Response):
-            if outcome.status_code not in _RETRY_STATUSES:
-                return None
-            return self._retry.delay(attempt, retry_after(outcome))
-        if not isinstance(outcome, _TRANSIENT):
-            return None
-        return self._retry.delay(attempt, None)
-
-    def _transport_error(self, exc: httpx.TransportError, attempts: int) -> TransportError:
-        return TransportError(
-            f"no response from {self.base_url} after {attempts} attempt(s): "
-            f"{type(exc).__name__}: {exc}",
-            code="transport_error",
-        )
+            wait = retry_after(outcome)
+            if (
+                outcome.status_code not in _RETRY_STATUSES
+                or attempt >= self.max_retries
+                or (wait is not None and wait > self.max_sleep)
+            ):
+                return outcome
+        elif isinstance(outcome, _TRANSIENT) and attempt < self.max_retries:
+            wait = None
+        else:
+            raise TransportError(
+                f"no response from {self.base_url} after {attempt + 1} attempt(s): "
+                f"{type(outcome).__name__}: {outcome}",
+                code="transport_error",
+            ) from outcome
+        if wait is None:  # exponential backoff with full jitter
+            wait = random.uniform(0, min(self.max_sleep, self.backoff * 2**attempt))
+        return wait
 
 
 def _decode(response: httpx.Response, decode: Callable[[bytes], _T]) -> _T:
-    """The body of a success, or the typed error of a failure (D10)."""
-    if response.status_code >= 400:
-        raise from_response(response)
-    return decode(response.content)
+    """The body of a success; raises the typed error of a failure (D10)."""
+    try:
+        return decode(raise_for_error(response).content)
+    except msgspec.DecodeError as exc:
+        raise unexpected_body(response, exc) from None
 
 
 def _page(response: httpx.Response) -> Page:
@@ -190,77 +207,49 @@ def _deprecated_pet(response: httpx.Response) -> Pet:
             f"get_pet (GET /v1/pets/{{petId}}) is deprecated and will be removed on "
             f"{date or DEFAULT_SUNSET}; use {REPLACEMENT}",
             DeprecationWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
     return _decode(response, _pet_decoder.decode)
 
 
-class Client(_Base):
-    """The synchronous client; a context manager that closes its connections.
+class Client(_Base[httpx.BaseTransport]):
+    """The synchronous client; ``with Client() as petstore:`` closes its connections."""
 
-    ``base_url`` ends in ``/v1``; ``timeout`` is seconds or an ``httpx.Timeout``;
-    ``backoff`` is the first backoff ceiling in seconds, doubled per retry, and
-    ``max_sleep`` bounds any one wait. ``transport`` and ``event_hooks`` go to httpx.
-    Raises ValueError when the base URL or key is neither given nor in the environment.
-    """
+    _http: httpx.Client
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout = 10.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        max_sleep: float = 30.0,
-        transport: httpx.BaseTransport | None = None,
-        event_hooks: EventHooks | None = None,
-    ) -> None:
-        super().__init__(
-            base_url, api_key, max_retries=max_retries, backoff=backoff, max_sleep=max_sleep
-        )
-        self._http = httpx.Client(
-            base_url=f"{self.base_url}/",
-            headers=self._headers,
-            timeout=timeout,
-            transport=transport,
-            event_hooks=event_hooks,
-        )
+    def _connect(self, transport: httpx.BaseTransport | None, **options: Any) -> None:
+        self._http = httpx.Client(transport=transport, **options)
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
         self._http.close()
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request, repeated as :meth:`_Base._plan` says. Raises TransportError."""
-        attempt = 0
-        while True:
-            outcome: httpx.Response | httpx.TransportError
+        """One request, repeated as :meth:`_Base._next` says. Raises TransportError."""
+        for attempt in itertools.count():
             try:
+                outcome: httpx.Response | httpx.TransportError
                 outcome = self._http.request(method, path, **kwargs)
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self._plan(attempt, outcome)
-            if delay is None:
-                if isinstance(outcome, httpx.Response):
-                    return outcome
-                raise self._transport_error(outcome, attempt + 1) from outcome
-            time.sleep(delay)
-            attempt += 1
+            if isinstance(step := self._next(attempt, outcome), httpx.Response):
+                return step
+            time.sleep(step)
+        raise AssertionError("unreachable")
 
     def list_pets(self, status: PetStatus | str | None = None, *, limit: int | None = None) -> Page:
         """One page of animals, ``limit`` 1 to 100 (default 20 by the service).
         Raises BadRequestError for a bad ``status`` or ``limit`` (D8)."""
         return _page(self._send("GET", "pets", params=_list_params(status, limit)))
 
-    def iter_pets(self, status: PetStatus | str | None = None, *, limit: int = 100) -> Iterator[Pet]:
+    def iter_pets(
+        self, status: PetStatus | str | None = None, *, limit: int = 100
+    ) -> Iterator[Pet]:
         """Every animal (with ``status``), in id order, fetching ``limit`` per page and
         following ``rel="next"`` until it is absent (D9)."""
         page = self.list_pets(status, limit=limit)
@@ -291,59 +280,35 @@ class Client(_Base):
         return _deprecated_pet(self._send("GET", f"pets/{int(pet_id)}"))
 
 
-class AsyncClient(_Base):
-    """The asynchronous twin of :class:`Client` (same arguments, ``async with``;
-    ``transport`` is an ``httpx.AsyncBaseTransport``, hooks are coroutines)."""
+class AsyncClient(_Base[httpx.AsyncBaseTransport]):
+    """The asynchronous twin of :class:`Client`: ``async with``, an
+    ``httpx.AsyncBaseTransport``, coroutine event hooks, ``async for`` in ``iter_pets``."""
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout = 10.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        max_sleep: float = 30.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-        event_hooks: EventHooks | None = None,
-    ) -> None:
-        super().__init__(
-            base_url, api_key, max_retries=max_retries, backoff=backoff, max_sleep=max_sleep
-        )
-        self._http = httpx.AsyncClient(
-            base_url=f"{self.base_url}/",
-            headers=self._headers,
-            timeout=timeout,
-            transport=transport,
-            event_hooks=event_hooks,
-        )
+    _http: httpx.AsyncClient
+
+    def _connect(self, transport: httpx.AsyncBaseTransport | None, **options: Any) -> None:
+        self._http = httpx.AsyncClient(transport=transport, **options)
 
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        attempt = 0
-        while True:
-            outcome: httpx.Response | httpx.TransportError
+        for attempt in itertools.count():
             try:
+                outcome: httpx.Response | httpx.TransportError
                 outcome = await self._http.request(method, path, **kwargs)
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self._plan(attempt, outcome)
-            if delay is None:
-                if isinstance(outcome, httpx.Response):
-                    return outcome
-                raise self._transport_error(outcome, attempt + 1) from outcome
-            await anyio.sleep(delay)
-            attempt += 1
+            if isinstance(step := self._next(attempt, outcome), httpx.Response):
+                return step
+            await anyio.sleep(step)
+        raise AssertionError("unreachable")
 
     async def list_pets(
         self, status: PetStatus | str | None = None, *, limit: int | None = None

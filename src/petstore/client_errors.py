@@ -148,3 +148,21 @@ def from_response(response: httpx.Response) -> PetstoreClientError:
         request_id=response.headers.get("x-request-id"),
         retry_after=retry_after(response),
     )
+
+
+def raise_for_error(response: httpx.Response) -> httpx.Response:
+    """``response`` itself when it is not an error; raises :func:`from_response` else."""
+    if response.status_code >= 400:
+        raise from_response(response)
+    return response
+
+
+def unexpected_body(response: httpx.Response, exc: Exception) -> PetstoreClientError:
+    """The error for a success whose body is not the promised shape: code
+    ``invalid_response`` (a proxy page, or a service of another version)."""
+    return PetstoreClientError(
+        f"the service answered {response.status_code} with an unexpected body: {exc}",
+        code="invalid_response",
+        status=response.status_code,
+        request_id=response.headers.get("x-request-id"),
+    )
