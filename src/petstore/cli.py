@@ -206,6 +206,15 @@ def db_upgrade() -> None:
     click.echo(f"Database is at revision {db.head_revision()}.")
 
 
+def _register_pets() -> None:
+    from petstore.cli_pets import pets_group
+
+    main.add_command(pets_group)
+
+
+_register_pets()
+
+
 @main.command()
 def openapi() -> None:
     """Print the served OpenAPI document (JSON)."""
