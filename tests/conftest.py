@@ -102,7 +102,7 @@ def database_url(
             yield url
     else:
         url = request.getfixturevalue("postgres_run_database")
-        run_sql(url, "TRUNCATE pets, api_keys RESTART IDENTITY")
+        run_sql(url, "TRUNCATE pets, api_keys, idempotency_records RESTART IDENTITY")
         yield url
 
 

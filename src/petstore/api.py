@@ -193,10 +193,5 @@ async def readyz(request: Request) -> Response:
     if await services.store.schema_revision() != services.schema_revision:
         raise errors.Unavailable("the database schema is not current")
     limiter = services.rate_limiter
-    if limiter is None:
-        rate_limits = "off"
-    elif limiter.store_error is not None:
-        rate_limits = f"failing open, store unreachable: {limiter.store_error}"
-    else:
-        rate_limits = "ok"
+    rate_limits = "off" if limiter is None else await limiter.check()
     return _json(msgspec.json.encode({"status": "ready", "rateLimits": rate_limits}))

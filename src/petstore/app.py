@@ -75,7 +75,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = await open_store(settings.database_url, pool_size=settings.database_pool_size)
-        app.state.services = api.Services(
+        app.state.services = services = api.Services(
             store=store,
             verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
             cursors=pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode()),
@@ -100,6 +100,8 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
             yield
         finally:
             purger.cancel()
+            if services.rate_limiter is not None:
+                await services.rate_limiter.close()
             await store.close()
 
     metrics = Metrics()

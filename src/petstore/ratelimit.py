@@ -16,6 +16,7 @@ import time
 from limits import RateLimitItem, parse
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import FixedWindowRateLimiter
+from redis.asyncio import ConnectionPool
 
 log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
@@ -28,12 +29,16 @@ class RateLimiter:
     def __init__(self, limit: str, *, redis_url: str | None = None) -> None:
         self.item: RateLimitItem = parse(limit)
         storage: Storage
+        # Our own pool, so shutdown can close its connections (limits has no close).
+        self._redis_pool: ConnectionPool | None = None
         if redis_url:
+            self._redis_pool = ConnectionPool.from_url(
+                redis_url, socket_timeout=0.25, socket_connect_timeout=0.25
+            )
             storage = RedisStorage(
                 f"async+{redis_url}",
                 implementation="redispy",
-                socket_timeout=0.25,
-                socket_connect_timeout=0.25,
+                connection_pool=self._redis_pool,  # type: ignore[arg-type]  # passed through
             )
         else:
             storage = MemoryStorage()
@@ -62,3 +67,18 @@ class RateLimiter:
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         headers["RateLimit"] = f'"{POLICY}";r={stats.remaining};t={reset}'
         return headers, None if allowed else reset
+
+    async def check(self) -> str:
+        """The state of the counter store for ``/readyz``: ``ok``, or how it fails open."""
+        if not await self._storage.check():
+            self.store_error = "no answer to PING"
+        elif self.store_error is not None:
+            self.store_error = None
+        if self.store_error is not None:
+            return f"failing open, store unreachable: {self.store_error}"
+        return "ok"
+
+    async def close(self) -> None:
+        """Release the Redis connections, if any."""
+        if self._redis_pool is not None:
+            await self._redis_pool.aclose()

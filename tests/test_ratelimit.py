@@ -1,0 +1,427 @@
+"""Per-API-key rate limits (D15): the IETF RateLimit fields on every ``/v1/pets``
+response, 429 with ``Retry-After``, in memory and in Redis (one budget shared by
+several instances), and failing open when Redis cannot be reached."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from petstore import db
+from petstore.app import create_app
+from petstore.config import Settings
+from tests.conformance import Conformance
+from tests.conftest import FakeClock, LiveServer, postgres_database, run_sql
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+UNREACHABLE_REDIS_URL = "redis://127.0.0.1:1/0"
+DEFAULT_POLICY = '"default";q=600;w=60'
+_RATELIMIT = re.compile(r'"default";r=(\d+);t=(\d+)')
+REX = {"name": "Rex", "categoryId": 1}
+
+StartApp = Callable[..., TestClient]
+
+
+@pytest.fixture
+def start_app(database_url: str, clock: FakeClock, conformance: Conformance) -> Iterator[StartApp]:
+    """Starts an instance of the app on this test's database with settings overridden;
+    every response is checked against the OpenAPI document."""
+    with ExitStack() as stack:
+
+        def start(**overrides: Any) -> TestClient:
+            app = create_app(Settings(database_url=database_url, **overrides), clock=clock)
+            client = stack.enter_context(TestClient(app, raise_server_exceptions=False))
+            client.event_hooks["response"] = [conformance.check]
+            return client
+
+        yield start
+
+
+def _redis_clients_named(name: str) -> int:
+    store = redis.Redis(host="127.0.0.1", port=6379)
+    try:
+        clients: list[dict[str, Any]] = store.client_list()  # type: ignore[assignment]
+        return [client.get("name") for client in clients].count(name)
+    finally:
+        store.close()
+
+
+def _forget_redis_counters() -> None:
+    """API key ids restart with each test database, so counters of an earlier test
+    would share this test's partition."""
+    store = redis.Redis(host="127.0.0.1", port=6379)
+    try:
+        names = list(store.scan_iter(match="LIMITS*"))
+        if names:
+            store.delete(*names)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def fresh_redis() -> Iterator[str]:
+    _forget_redis_counters()
+    yield REDIS_URL
+    _forget_redis_counters()
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _remaining(response: httpx.Response) -> tuple[int, int]:
+    """``r`` and ``t`` of the RateLimit field."""
+    match = _RATELIMIT.fullmatch(response.headers["ratelimit"])
+    assert match, response.headers["ratelimit"]
+    return int(match.group(1)), int(match.group(2))
+
+
+def _assert_rate_limited(response: httpx.Response, *, policy: str) -> int:
+    assert response.status_code == 429, response.text
+    body = response.json()
+    assert body["code"] == "rate_limited"
+    assert body["status"] == 429
+    retry_after = response.headers["retry-after"]
+    assert retry_after.isdigit(), retry_after
+    assert 1 <= int(retry_after) <= 60
+    assert response.headers["ratelimit-policy"] == policy
+    remaining, reset = _remaining(response)
+    assert remaining == 0
+    assert 0 <= reset <= 60
+    return int(retry_after)
+
+
+# The fields on every response ----------------------------------------------------------
+
+
+_AUTHENTICATED = [
+    pytest.param("GET", "/v1/pets", None, 200, id="list-200"),
+    pytest.param("POST", "/v1/pets", REX, 201, id="create-201"),
+    pytest.param("GET", "/v1/pets?limit=0", None, 400, id="list-400"),
+    pytest.param("POST", "/v1/pets", {"name": "Rex"}, 400, id="create-400"),
+    pytest.param("GET", "/v1/pets/999", None, 404, id="get-404"),
+    pytest.param("GET", "/v1/pets/abc", None, 400, id="get-400"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status"), _AUTHENTICATED)
+def test_every_authenticated_response_carries_both_fields(
+    client: TestClient,
+    auth: dict[str, str],
+    api_key: str,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    status: int,
+) -> None:
+    response = client.request(method, path, json=body, headers=auth)
+    assert response.status_code == status, response.text
+    assert response.headers["ratelimit-policy"] == DEFAULT_POLICY
+    remaining, reset = _remaining(response)
+    assert remaining == 599
+    assert 1 <= reset <= 60
+    for name, value in response.headers.items():
+        assert api_key not in value, name
+        assert api_key[:17] not in value, name
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({}, id="no-key"),
+        pytest.param(_bearer("petstore_" + "A" * 43), id="unknown-key"),
+        pytest.param({"Authorization": "Basic dXNlcjpwYXNz"}, id="other-scheme"),
+    ],
+)
+@pytest.mark.parametrize(("method", "body"), [("GET", None), ("POST", REX)])
+def test_a_401_carries_the_policy(
+    client: TestClient,
+    database_url: str,
+    headers: dict[str, str],
+    method: str,
+    body: dict[str, Any] | None,
+) -> None:
+    response = client.request(method, "/v1/pets", json=body, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["ratelimit-policy"] == DEFAULT_POLICY
+    assert "petstore_" not in response.headers.get("ratelimit", "")
+
+
+def test_remaining_falls_by_one_per_request_of_any_kind(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    requests = [("GET", "/v1/pets", None), ("POST", "/v1/pets", REX)] * 3
+    requests += [("GET", "/v1/pets/1", None), ("GET", "/v1/pets?limit=0", None)]
+    seen = []
+    for method, path, body in requests:
+        response = client.request(method, path, json=body, headers=auth)
+        assert response.status_code < 500
+        seen.append(_remaining(response)[0])
+    assert seen == list(range(599, 599 - len(requests), -1))
+
+
+# Over the limit ---------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "redis"])
+def limit_store(request: pytest.FixtureRequest) -> str | None:
+    """The limiter's counters: in this process, or in Redis."""
+    if request.param == "memory":
+        return None
+    url: str = request.getfixturevalue("fresh_redis")
+    return url
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        pytest.param("GET", "/v1/pets", None, id="list"),
+        pytest.param("POST", "/v1/pets", {"name": "Max", "categoryId": 2}, id="create"),
+        pytest.param("GET", "/v1/pets/1", None, id="get"),
+    ],
+)
+def test_the_request_past_the_limit_is_429_with_retry_after(
+    start_app: StartApp,
+    make_key: Callable[..., str],
+    database_url: str,
+    limit_store: str | None,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+) -> None:
+    client = start_app(rate_limit="3/minute", redis_url=limit_store)
+    auth = _bearer(make_key())
+    assert client.post("/v1/pets", json=REX, headers=auth).status_code == 201
+    assert [_remaining(client.get("/v1/pets", headers=auth))[0] for _ in range(2)] == [1, 0]
+    _assert_rate_limited(
+        client.request(method, path, json=body, headers=auth), policy='"default";q=3;w=60'
+    )
+    _assert_rate_limited(client.get("/v1/pets", headers=auth), policy='"default";q=3;w=60')
+    assert run_sql(database_url, "SELECT name FROM pets") == [{"name": "Rex"}]
+
+
+def test_the_limit_is_per_api_key(
+    start_app: StartApp, make_key: Callable[..., str], limit_store: str | None
+) -> None:
+    client = start_app(rate_limit="3/minute", redis_url=limit_store)
+    noisy, quiet = _bearer(make_key("noisy")), _bearer(make_key("quiet"))
+    for _ in range(3):
+        assert client.get("/v1/pets", headers=noisy).status_code == 200
+    _assert_rate_limited(client.get("/v1/pets", headers=noisy), policy='"default";q=3;w=60')
+    response = client.get("/v1/pets", headers=quiet)
+    assert response.status_code == 200
+    assert _remaining(response)[0] == 2
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/healthz", "/readyz", "/v1/openapi.json", "/v1/docs", "/v1/docs/deprecations", "/metrics"],
+)
+def test_service_endpoints_are_not_limited(
+    start_app: StartApp, auth: dict[str, str], path: str
+) -> None:
+    client = start_app(rate_limit="1/minute")
+    assert client.get("/v1/pets", headers=auth).status_code == 200
+    _assert_rate_limited(client.get("/v1/pets", headers=auth), policy='"default";q=1;w=60')
+    for _ in range(3):
+        response = client.get(path, headers=auth)
+        assert response.status_code == 200, response.text
+        assert "ratelimit" not in response.headers
+        assert "ratelimit-policy" not in response.headers
+
+
+def test_with_limits_disabled_there_is_no_limit_and_no_fields(
+    start_app: StartApp, auth: dict[str, str]
+) -> None:
+    client = start_app(rate_limit="3/minute", rate_limit_enabled=False)
+    responses = [client.get("/v1/pets", headers=auth) for _ in range(6)]
+    responses.append(client.post("/v1/pets", json=REX, headers=auth))
+    assert [r.status_code for r in responses] == [200] * 6 + [201]
+    for response in responses:
+        assert "ratelimit" not in response.headers
+        assert "ratelimit-policy" not in response.headers
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param({}, "ok", id="memory"),
+        pytest.param({"redis_url": REDIS_URL}, "ok", id="redis"),
+        pytest.param({"rate_limit_enabled": False}, "off", id="disabled"),
+    ],
+)
+def test_readyz_names_the_rate_limit_state(
+    start_app: StartApp,
+    auth: dict[str, str],
+    fresh_redis: str,
+    overrides: dict[str, Any],
+    expected: str,
+) -> None:
+    client = start_app(**overrides)
+    assert client.get("/v1/pets", headers=auth).status_code == 200
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ready", "rateLimits": expected}
+
+
+# Redis: one budget for several instances -------------------------------------------
+
+
+def test_two_instances_on_one_redis_share_one_budget(
+    start_app: StartApp, auth: dict[str, str], fresh_redis: str
+) -> None:
+    a = start_app(rate_limit="5/minute", redis_url=fresh_redis)
+    b = start_app(rate_limit="5/minute", redis_url=fresh_redis)
+    remaining = [_remaining(a.get("/v1/pets", headers=auth))[0] for _ in range(3)]
+    remaining += [_remaining(b.get("/v1/pets", headers=auth))[0] for _ in range(2)]
+    assert remaining == [4, 3, 2, 1, 0]
+    for client in (a, b):
+        _assert_rate_limited(client.get("/v1/pets", headers=auth), policy='"default";q=5;w=60')
+
+
+def test_two_instances_in_memory_count_separately(
+    start_app: StartApp, auth: dict[str, str]
+) -> None:
+    a = start_app(rate_limit="2/minute")
+    b = start_app(rate_limit="2/minute")
+    for client in (a, b):
+        assert [_remaining(client.get("/v1/pets", headers=auth))[0] for _ in range(2)] == [1, 0]
+
+
+def test_counters_in_redis_are_partitioned_by_key_id_not_by_key(
+    start_app: StartApp, api_key: str, auth: dict[str, str], fresh_redis: str
+) -> None:
+    client = start_app(rate_limit="5/minute", redis_url=fresh_redis)
+    assert client.get("/v1/pets", headers=auth).status_code == 200
+    store = redis.Redis(host="127.0.0.1", port=6379)
+    try:
+        names = [name.decode() for name in store.scan_iter(match="LIMITS*")]
+    finally:
+        store.close()
+    assert names
+    for name in names:
+        assert api_key not in name
+        assert api_key[:17] not in name
+
+
+def test_stopping_an_instance_closes_its_redis_connection(
+    database_url: str, auth: dict[str, str], fresh_redis: str
+) -> None:
+    name = f"petstore-test-{uuid.uuid4().hex}"
+    settings = Settings(database_url=database_url, redis_url=f"{fresh_redis}?client_name={name}")
+    app = create_app(settings)
+
+    async def serve_one_request_then_stop() -> tuple[int, int]:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                response = await http.get("/v1/pets", headers=auth)
+                assert response.status_code == 200
+                assert "ratelimit" in response.headers
+            while_serving = _redis_clients_named(name)
+        return while_serving, _redis_clients_named(name)
+
+    while_serving, after_stop = asyncio.run(serve_one_request_then_stop())
+    assert while_serving == 1
+    assert after_stop == 0
+
+
+# Redis unreachable: fail open --------------------------------------------------------
+
+
+def test_with_redis_unreachable_requests_succeed_and_readyz_says_so(
+    start_app: StartApp,
+    auth: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(logging.getLogger("petstore"), "propagate", True)
+    client = start_app(rate_limit="2/minute", redis_url=UNREACHABLE_REDIS_URL)
+    with caplog.at_level(logging.WARNING, logger="petstore.ratelimit"):
+        responses = [client.get("/v1/pets", headers=auth) for _ in range(4)]
+        responses.append(client.post("/v1/pets", json=REX, headers=auth))
+    assert [r.status_code for r in responses] == [200] * 4 + [201]
+    for response in responses:
+        assert response.headers["ratelimit-policy"] == '"default";q=2;w=60'
+        assert "ratelimit" not in response.headers
+    warnings = [r for r in caplog.records if r.name == "petstore.ratelimit"]
+    assert len(warnings) == 1, warnings  # at most once a minute, not once per request
+    assert warnings[0].levelno == logging.WARNING
+    assert "failing open" in warnings[0].getMessage()
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    body = ready.json()
+    assert body["status"] == "ready"
+    assert body["rateLimits"].startswith("failing open")
+
+
+def test_readyz_says_failing_open_when_redis_is_unreachable_before_any_request(
+    start_app: StartApp,
+) -> None:
+    client = start_app(redis_url=UNREACHABLE_REDIS_URL)
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["rateLimits"].startswith("failing open")
+
+
+# Two real processes --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_served_instances_share_one_redis_budget(
+    tmp_path_factory: pytest.TempPathFactory, fresh_redis: str
+) -> None:
+    with postgres_database() as url:
+        db.upgrade(url)
+        env = {
+            "PETSTORE_DATABASE_URL": url,
+            "PETSTORE_REDIS_URL": fresh_redis,
+            "PETSTORE_RATE_LIMIT": "10/minute",
+        }
+        servers = [LiveServer(tmp_path_factory.mktemp(name), env=env) for name in ("a", "b")]
+        try:
+            for server in servers:
+                server.start()
+            key = _create_key(servers[0])
+            with httpx.Client(headers=_bearer(key), timeout=10) as http:
+                remaining = []
+                for i in range(10):
+                    response = http.get(f"{servers[i % 2].url}/v1/pets")
+                    assert response.status_code == 200, response.text
+                    assert response.headers["ratelimit-policy"] == '"default";q=10;w=60'
+                    remaining.append(_remaining(response)[0])
+                assert remaining == list(range(9, -1, -1))
+                for server in servers:
+                    _assert_rate_limited(
+                        http.get(f"{server.url}/v1/pets"), policy='"default";q=10;w=60'
+                    )
+        finally:
+            for server in servers:
+                server.stop()
+
+
+def _create_key(server: LiveServer) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "petstore", "keys", "create", "--name", "rate-limit"],
+        env=server.env,
+        cwd=Path(server.root),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()[-1]
