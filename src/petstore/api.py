@@ -127,10 +127,7 @@ async def create_pet(request: Request) -> Response:
 async def get_pet(request: Request) -> Response:
     """getPet (deprecated, D14): one animal by id; 410 from the sunset on."""
     services = _services(request)
-    headers = {
-        **services.deprecation_headers,
-        "Link": f'<{request.base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"',
-    }
+    headers = _deprecation_headers(request, services)
     try:
         await _authenticate(request, services)
         pets.check_sunset(services.clock())
@@ -143,6 +140,21 @@ async def get_pet(request: Request) -> Response:
         fault.headers.update(headers)
         raise fault from exc
     return _json(encode(pet), headers=headers)
+
+
+_DEPRECATION_LINKS: dict[tuple[str, str], str] = {}
+
+
+def _deprecation_headers(request: Request, services: Services) -> dict[str, str]:
+    """D14's headers, the Link absolute for the host the client called (cached)."""
+    scope = request.scope
+    host = request.headers.get("host", "")
+    link = _DEPRECATION_LINKS.get((scope["scheme"], host))
+    if link is None:
+        link = f'<{request.base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
+        if len(_DEPRECATION_LINKS) < 64:  # a few hosts in practice; never unbounded
+            _DEPRECATION_LINKS[(scope["scheme"], host)] = link
+    return {**services.deprecation_headers, "Link": link}
 
 
 async def _read_body(request: Request, *, limit: int) -> bytes:

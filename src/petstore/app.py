@@ -7,6 +7,10 @@ closes the store at shutdown.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -134,8 +138,23 @@ def configure_logging(settings: Settings) -> None:
     logs.configure(level=settings.log_level, json=settings.json_logs)
 
 
+def _exit_with_parent() -> None:
+    """Ask Linux to end this worker when the server process that spawned it dies, even
+    by SIGKILL: an orphaned worker would go on serving the port (and the database)
+    beside the next server started there."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before the request above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def app_from_environment() -> Starlette:
-    """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs."""
+    """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
+    in each worker process."""
+    _exit_with_parent()
     settings = load_settings()
     configure_logging(settings)
     return create_app(settings)

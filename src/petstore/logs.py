@@ -9,6 +9,8 @@ passed to a logger: requests are logged by their API key *id*.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,9 +47,32 @@ class _RequestIdDefault(logging.Filter):
         return True
 
 
+class _BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to stderr through a 64 KiB buffer, flushed every half second and at once
+    for warnings and errors: one write per request is a system call saved."""
+
+    def __init__(self) -> None:
+        super().__init__(open(2, "w", buffering=65536, closefd=False))  # noqa: SIM115
+        flusher = threading.Thread(target=self._flush_forever, name="log-flush", daemon=True)
+        flusher.start()
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(0.5)
+            self.flush()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.stream.write(self.format(record) + "\n")
+            if record.levelno >= logging.WARNING:
+                self.flush()
+        except Exception:
+            self.handleError(record)
+
+
 def configure(*, level: str, json: bool) -> None:
     """Send the ``petstore`` loggers to stderr at ``level``, as JSON or text."""
-    handler = logging.StreamHandler()
+    handler = _BufferedStderr()
     handler.addFilter(_RequestIdDefault())
     if json:
         handler.setFormatter(JsonFormatter())

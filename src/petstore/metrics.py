@@ -73,14 +73,23 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._children: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+
     def watch_pool(self, pool_stats: Callable[[], dict[str, int]]) -> None:
         """Report ``pool_stats()`` (name -> value) as ``petstore_db_pool_<name>`` gauges."""
         self.registry.register(_PoolCollector(pool_stats))
 
     def record(self, operation: str, status: int, seconds: float) -> None:
         """Count one answered request."""
-        self.requests.labels(operation, str(status)).inc()
-        self.latency.labels(operation).observe(seconds)
+        children = self._children.get((operation, status))
+        if children is None:  # label lookups cost; do each once
+            children = (
+                self.requests.labels(operation, str(status)),
+                self.latency.labels(operation),
+            )
+            self._children[(operation, status)] = children
+        children[0].inc()
+        children[1].observe(seconds)
         if status == 429:
             self.rate_limited.inc()
 

@@ -8,9 +8,9 @@ every request.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
-import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -50,7 +50,7 @@ class ServiceMiddleware:
                     request_id = value
                 break
         if request_id is None:
-            request_id = uuid.uuid4().hex.encode()
+            request_id = os.urandom(16).hex().encode()
         state = scope.setdefault("state", {})
         state["request_id"] = request_id.decode()
         extra_headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
