@@ -65,7 +65,7 @@ def test_readyz_answers_when_the_database_is_current(client: TestClient) -> None
 def test_readyz_is_503_when_the_schema_is_not_current(
     client: TestClient, database_url: str
 ) -> None:
-    run_sql(database_url, "UPDATE alembic_version SET version_num = 'old'")
+    run_sql(database_url, "UPDATE alembic_version SET version_num = '0001'")
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["code"] == "unavailable"

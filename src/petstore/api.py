@@ -37,7 +37,7 @@ class Services:
     cursors: pagination.CursorSigner
     clock: Callable[[], datetime]
     max_body_bytes: int
-    schema_revision: str
+    schema_usable: Callable[[str | None], bool]
     deprecation_headers: dict[str, str]
     rate_limiter: RateLimiter | None
     idempotency: IdempotentCreates
@@ -202,8 +202,8 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """Readiness: the database answers and its schema is current. No key needed."""
     services = _services(request)
-    if await services.store.schema_revision() != services.schema_revision:
-        raise errors.Unavailable("the database schema is not current")
+    if not services.schema_usable(await services.store.schema_revision()):
+        raise errors.Unavailable("the database schema is older than this code needs")
     limiter = services.rate_limiter
     rate_limits = "off" if limiter is None else await limiter.check()
     return _json(msgspec.json.encode({"status": "ready", "rateLimits": rate_limits}))

@@ -85,7 +85,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
             cursors=pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode()),
             clock=clock,
             max_body_bytes=settings.max_body_bytes,
-            schema_revision=db.head_revision(),
+            schema_usable=db.schema_is_usable,
             deprecation_headers={
                 "Deprecation": f"@{int(settings.deprecation_date.timestamp())}",  # RFC 9745
                 "Sunset": pets.SUNSET_HEADER,  # RFC 8594
@@ -125,7 +125,13 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
         routes.append(Route("/metrics", metrics_page, methods=["GET"]))
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(ServiceMiddleware, metrics=metrics)],
+        middleware=[
+            Middleware(
+                ServiceMiddleware,
+                metrics=metrics,
+                trust_forwarded=settings.trust_forwarded_headers,
+            )
+        ],
         exception_handlers={errors.PetstoreError: _render_error, HTTPException: _render_error},
         lifespan=lifespan,
     )

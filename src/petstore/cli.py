@@ -198,11 +198,15 @@ def db_group() -> None:
 @db_group.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration (safe to run again)."""
+    from sqlalchemy.exc import OperationalError
+
     settings = _settings()
     try:
         db.upgrade(settings.database_url)
     except db.UnsupportedDatabaseError as exc:
         raise click.ClickException(str(exc)) from None
+    except OperationalError as exc:
+        raise click.ClickException(f"cannot reach the database: {exc.orig}") from None
     click.echo(f"Database is at revision {db.head_revision()}.")
 
 

@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     #: D16: seconds between purges of idempotency records older than 24 hours.
     idempotency_purge_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+    #: Take the scheme and client address from X-Forwarded-Proto / X-Forwarded-For
+    #: (only behind a proxy that sets them): Link URLs then say https.
+    trust_forwarded_headers: bool = False
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
     log_level: str = "INFO"

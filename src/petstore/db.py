@@ -9,11 +9,13 @@ which never runs on the request path.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -80,8 +82,28 @@ def upgrade(url: str) -> None:
 
 def head_revision() -> str:
     """The newest migration's revision id: the schema version this code expects."""
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(_alembic_config("sqlite:///unused.db")).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
+
+
+@functools.cache
+def older_revisions() -> frozenset[str]:
+    """Every revision this code knows except the newest: a schema at one of these
+    lacks something this code uses."""
+    head = head_revision()
+    return frozenset(s.revision for s in _scripts().walk_revisions() if s.revision != head)
+
+
+def schema_is_usable(revision: str | None) -> bool:
+    """Whether this code can run on a schema at ``revision``: the newest revision it
+    knows, or one it does not know, i.e. a newer one applied for the next release
+    during a rolling deploy (migrations are expand/contract: a new schema still
+    serves the code before it)."""
+    return revision is not None and revision not in older_revisions()
+
+
+def _scripts() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config("sqlite:///unused.db"))

@@ -35,9 +35,12 @@ class ServiceMiddleware:
     """Adds ``X-Request-ID`` and the D18 headers to every response, logs one line per
     request, and answers 500 ``internal_error`` (no internals) on an unhandled fault."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, metrics: Metrics | None = None, trust_forwarded: bool = False
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.trust_forwarded = trust_forwarded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,7 +51,11 @@ class ServiceMiddleware:
             if name == b"x-request-id":
                 if _SANE_REQUEST_ID.fullmatch(value):
                     request_id = value
-                break
+            elif self.trust_forwarded:
+                if name == b"x-forwarded-proto" and value in (b"http", b"https"):
+                    scope["scheme"] = value.decode()
+                elif name == b"x-forwarded-for" and value:
+                    scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
         if request_id is None:
             request_id = os.urandom(16).hex().encode()
         state = scope.setdefault("state", {})

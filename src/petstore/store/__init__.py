@@ -159,12 +159,11 @@ async def open_store(url: str, *, pool_size: int = 10) -> Store:
         store = await PostgresStore.open(url, pool_size=pool_size)
     else:
         raise db.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
-    expected = db.head_revision()
     found = await store.schema_revision()
-    if found != expected:
+    if not db.schema_is_usable(found):
         await store.close()
         raise SchemaOutOfDateError(
-            f"database schema is at revision {found or 'none'}, this code needs {expected}; "
-            "run `petstore db upgrade`"
+            f"database schema is at revision {found or 'none'}, this code needs "
+            f"{db.head_revision()}; run `petstore db upgrade`"
         )
     return store

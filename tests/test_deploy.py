@@ -1,0 +1,65 @@
+"""What a rolling deploy behind a proxy needs: schema tolerance, forwarded scheme,
+clear errors from the migration command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from petstore.app import create_app
+from petstore.cli import main
+from petstore.config import Settings
+from tests.conftest import run_sql
+
+
+@pytest.mark.own_database
+def test_a_newer_schema_than_the_code_knows_keeps_it_ready(database_url: str) -> None:
+    """Expand/contract: the next release migrates first; running instances stay in."""
+    run_sql(database_url, "UPDATE alembic_version SET version_num = 'f00d_next_release'")
+    with TestClient(create_app(Settings(database_url=database_url))) as client:
+        response = client.get("/readyz")
+    assert response.status_code == 200
+
+
+@pytest.mark.own_database
+def test_an_older_schema_is_not_ready_and_refused_at_start(
+    database_url: str, runner: CliRunner
+) -> None:
+    with TestClient(create_app(Settings(database_url=database_url))) as client:
+        run_sql(database_url, "UPDATE alembic_version SET version_num = '0001'")
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["code"] == "unavailable"
+    if database_url.startswith("postgresql"):  # SQLite is migrated by the CLI itself
+        result = runner.invoke(main, ["keys", "list"])
+        assert result.exit_code == 1
+        assert "petstore db upgrade" in result.stderr
+
+
+def test_forwarded_proto_makes_links_https_when_trusted(
+    database_url: str, make_key: Callable[..., str]
+) -> None:
+    auth = {"Authorization": f"Bearer {make_key()}", "X-Forwarded-Proto": "https"}
+    for trusted, scheme in ((True, "https"), (False, "http")):
+        settings = Settings(database_url=database_url, trust_forwarded_headers=trusted)
+        with TestClient(create_app(settings)) as client:
+            for i in range(2):
+                client.post("/v1/pets", json={"name": f"p{i}", "categoryId": 1}, headers=auth)
+            page = client.get("/v1/pets?limit=1", headers=auth)
+            pet = client.get("/v1/pets/1", headers=auth)
+        assert page.headers["link"].startswith(f"<{scheme}://testserver/v1/pets?")
+        assert pet.headers["link"].startswith(f"<{scheme}://testserver/v1/docs/deprecations>")
+
+
+def test_db_upgrade_on_an_unreachable_database_is_one_clear_line() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["db", "upgrade"],
+        env={"PETSTORE_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/none"},
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: cannot reach the database")
+    assert "Traceback" not in result.output
