@@ -39,7 +39,7 @@ def _with_store(
 
     async def run() -> T:
         if migrate or settings.sqlite_path is not None:
-            db.upgrade(settings.database_url)
+            db.upgrade(settings.database_url, newer_is_fine=True)
         store = await open_store(settings.database_url, pool_size=2)
         try:
             return await work(store)

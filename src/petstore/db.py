@@ -67,17 +67,24 @@ def _alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str) -> None:
+def upgrade(url: str, *, newer_is_fine: bool = False) -> None:
     """Apply every pending migration to the database at ``url`` (idempotent).
 
-    A SQLite file and its folder are created when missing.
+    A SQLite file and its folder are created when missing. With ``newer_is_fine``, a
+    database already migrated by a newer release (a revision this code does not
+    know) is left as it is instead of raising alembic's CommandError.
     """
     from alembic import command
+    from alembic.util import CommandError
 
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    command.upgrade(_alembic_config(url), "head")
+    try:
+        command.upgrade(_alembic_config(url), "head")
+    except CommandError as exc:
+        if not (newer_is_fine and "Can't locate revision" in str(exc)):
+            raise
 
 
 def head_revision() -> str:
