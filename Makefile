@@ -41,5 +41,10 @@ browser:
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
 
+## soak: a mixed load against one instance, 5 min by default (make soak ARGS="--duration 60")
+.PHONY: soak
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak $(ARGS)
+
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,5 @@
+"""``python -m bench``: the load benchmark (see bench/README.md)."""
+
+from bench.run import main
+
+raise SystemExit(main())
