@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from petstore import errors, idempotency, pagination, pets
@@ -37,6 +38,7 @@ class Services:
     cursors: pagination.CursorSigner
     clock: Callable[[], datetime]
     max_body_bytes: int
+    body_timeout_seconds: float
     schema_usable: Callable[[str | None], bool]
     deprecation_headers: dict[str, str]
     rate_limiter: RateLimiter | None
@@ -113,7 +115,11 @@ async def create_pet(request: Request) -> Response:
     if media_type.strip() != JSON or any(charset != "utf-8" for charset in charsets):
         raise errors.UnsupportedMediaType("the request body must be application/json (UTF-8)")
     key = idempotency.parse_key(request.headers.get("idempotency-key"))
-    new_pet = _decode_new_pet(await _read_body(request, limit=services.max_body_bytes))
+    new_pet = _decode_new_pet(
+        await _read_body(
+            request, limit=services.max_body_bytes, within=services.body_timeout_seconds
+        )
+    )
     if key is None:
         return _json(encode(await pets.create(services.store, new_pet)), status=201)
     body, replayed = await services.idempotency.create(
@@ -157,18 +163,27 @@ def _deprecation_headers(request: Request, services: Services) -> dict[str, str]
     return {**services.deprecation_headers, "Link": link}
 
 
-async def _read_body(request: Request, *, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes ``limit`` bytes (D17)."""
+async def _read_body(request: Request, *, limit: int, within: float) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``limit`` bytes, and
+    with 400 when it has not fully arrived ``within`` seconds (D17)."""
     too_large = errors.PayloadTooLarge(f"the request body is larger than {limit} bytes")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(within):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise too_large
+                chunks.append(chunk)
+    except TimeoutError:
+        raise errors.InvalidRequest(
+            f"body: the request body did not arrive within {within:g} s"
+        ) from None
+    except ClientDisconnect:  # also how the server reports broken chunked framing
+        raise errors.InvalidRequest("body: the request body ended early or is malformed") from None
     return b"".join(chunks)
 
 
@@ -183,14 +198,14 @@ def _decode_new_pet(body: bytes) -> NewPet:
         # error further on; a body that is not JSON at all is malformed_json (D10).
         try:
             msgspec.json.decode(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
         text = str(exc)
         match = _FIELD_RE.search(text)
         field = next((g for g in match.groups() if g), "body") if match else "body"
         detail = text.split(" - at ", 1)[0]
         raise errors.InvalidRequest(f"{field}: {detail[0].lower()}{detail[1:]}") from None
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
 
 

@@ -85,6 +85,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
             cursors=pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode()),
             clock=clock,
             max_body_bytes=settings.max_body_bytes,
+            body_timeout_seconds=settings.body_timeout_seconds,
             schema_usable=db.schema_is_usable,
             deprecation_headers={
                 "Deprecation": f"@{int(settings.deprecation_date.timestamp())}",  # RFC 9745

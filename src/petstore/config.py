@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     #: Take the scheme and client address from X-Forwarded-Proto / X-Forwarded-For
     #: (only behind a proxy that sets them): Link URLs then say https.
     trust_forwarded_headers: bool = False
+    #: D17: seconds a client may take to send a request body once its headers arrived.
+    body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
     log_level: str = "INFO"
