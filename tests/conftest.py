@@ -184,13 +184,19 @@ def runner(database_url: str) -> CliRunner:
     return CliRunner(env={"PETSTORE_DATABASE_URL": database_url})
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 class LiveServer:
     """A real ``petstore serve`` process on a free loopback port."""
 
     def __init__(self, root: Path, *, env: dict[str, str] | None = None) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database_url = f"sqlite:///{root / 'data' / 'petstore.db'}"
         self.log = root / "serve.log"
@@ -293,3 +299,42 @@ def insert_corrupt_pet(database_url: str, pet_id: int = 5) -> None:
         "VALUES (?, 'Ghost', 1, 'lost')",
         (pet_id,),
     )
+
+
+def all_pets(base_url: str, key: str) -> list[dict[str, Any]]:
+    """Every animal of the server at ``base_url``, following ``Link: rel="next"`` (D9)."""
+    pets: list[dict[str, Any]] = []
+    url: str | None = f"{base_url}/v1/pets?limit=100"
+    with httpx2.Client(headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
+        while url:
+            response = client.get(url)
+            assert response.status_code == 200, response.text
+            pets += response.json()
+            link = response.headers.get("link")
+            url = link[1 : link.index(">")] if link else None
+    return pets
+
+
+def create_concurrently(base_urls: Sequence[str], key: str, *, batches: int) -> list[int]:
+    """Create ``50 * batches`` animals, 50 at a time, spread over ``base_urls`` in turn;
+    asserts every answer is 201 and returns the ids in order of creation."""
+
+    async def create_all() -> list[int]:
+        headers = {"Authorization": f"Bearer {key}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+            ids: list[int] = []
+            for batch in range(batches):
+                responses = await asyncio.gather(
+                    *(
+                        client.post(
+                            f"{base_urls[i % len(base_urls)]}/v1/pets",
+                            json={"name": f"pet-{batch}-{i}", "categoryId": 1 + i},
+                        )
+                        for i in range(50)
+                    )
+                )
+                assert [r.status_code for r in responses] == [201] * 50
+                ids += [r.json()["id"] for r in responses]
+            return ids
+
+    return asyncio.run(create_all())

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx2
 import pytest
 from click.testing import CliRunner
 
 from petstore.cli import main
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, all_pets
 
 
 @pytest.fixture
@@ -21,14 +20,7 @@ def runner(live_server: LiveServer) -> CliRunner:
 
 
 def _all(live_server: LiveServer) -> list[dict[str, object]]:
-    pets: list[dict[str, object]] = []
-    url: str | None = f"{live_server.url}/v1/pets?limit=100"
-    while url:
-        response = httpx2.get(url, headers={"Authorization": f"Bearer {live_server.dev_key}"})
-        pets += response.json()
-        link = response.headers.get("link")
-        url = link[1 : link.index(">")] if link else None
-    return pets
+    return all_pets(live_server.url, live_server.dev_key)
 
 
 def test_add_get_and_list_as_json(runner: CliRunner) -> None:

@@ -27,7 +27,7 @@ import httpx2
 import pytest
 
 from petstore import db
-from tests.conftest import LiveServer, postgres_database, run_sql
+from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
 
 pytestmark = pytest.mark.slow
 
@@ -133,16 +133,7 @@ def _serving(backend: str, root: Path, env: dict[str, str] | None = None) -> Ite
 
 def _all_pets(server: LiveServer, auth: dict[str, str]) -> list[dict[str, Any]]:
     """Every animal, paging with the Link header (D9)."""
-    pets: list[dict[str, Any]] = []
-    url: str | None = f"{server.url}/v1/pets?limit=100"
-    with httpx2.Client(headers=auth, timeout=CLIENT_TIMEOUT) as client:
-        while url:
-            response = client.get(url)
-            assert response.status_code == 200, response.text
-            pets += response.json()
-            link = response.headers.get("link")
-            url = link[1 : link.index(">")] if link else None
-    return pets
+    return all_pets(server.url, auth["Authorization"].removeprefix("Bearer "))
 
 
 # SIGKILL under a create load ---------------------------------------------------------

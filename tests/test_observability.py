@@ -7,12 +7,14 @@ import logging
 import re
 from collections.abc import Callable
 
+import httpx2
 import pytest
 from starlette.testclient import TestClient
 
 from petstore import logs
 from petstore.app import create_app
-from petstore.config import Settings
+from petstore.config import Settings, SettingsError, load_settings
+from tests.conftest import free_port
 
 
 def _sample(text: str, name: str, **labels: str) -> float:
@@ -139,3 +141,19 @@ def test_text_logs_in_development_and_json_elsewhere() -> None:
         Settings(environment="production", cursor_secret="x" * 40).json_logs  # type: ignore[arg-type]
         is True
     )
+
+
+def test_metrics_can_move_to_their_own_port(database_url: str) -> None:
+    port = free_port()
+    settings = Settings(database_url=database_url, metrics_port=port)
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/metrics").status_code == 404
+        client.get("/healthz")
+        scraped = httpx2.get(f"http://127.0.0.1:{port}/metrics")
+    assert scraped.status_code == 200
+    assert "petstore_requests_total" in scraped.text
+
+
+def test_a_metrics_port_needs_one_worker() -> None:
+    with pytest.raises(SettingsError, match="PETSTORE_METRICS_PORT"):
+        load_settings(metrics_port=9100, workers=2)

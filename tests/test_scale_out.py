@@ -3,7 +3,6 @@ ports share one PostgreSQL database (issue: scale out)."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import httpx2
 import pytest
 
 from petstore import db
-from tests.conftest import LiveServer, postgres_database
+from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
 SECRET = "scale-out-test-cursor-secret-0123456789abcdef"
 
@@ -52,43 +51,15 @@ def _cli(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _all_ids(server: LiveServer, key: str) -> list[int]:
-    ids: list[int] = []
-    url: str | None = f"{server.url}/v1/pets?limit=100"
-    with httpx2.Client(headers={"Authorization": f"Bearer {key}"}) as client:
-        while url:
-            response = client.get(url)
-            assert response.status_code == 200, response.text
-            ids += [pet["id"] for pet in response.json()]
-            link = response.headers.get("link")
-            url = link[1 : link.index(">")] if link else None
-    return ids
+    return [pet["id"] for pet in all_pets(server.url, key)]
 
 
 def test_a_thousand_creates_over_both_instances_are_one_store(
     pair: tuple[LiveServer, LiveServer, str],
 ) -> None:
     a, b, key = pair
-    headers = {"Authorization": f"Bearer {key}"}
-
-    async def create_all() -> list[int]:
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
-            ids: list[int] = []
-            for batch in range(20):
-                responses = await asyncio.gather(
-                    *(
-                        client.post(
-                            f"{(a, b)[i % 2].url}/v1/pets",
-                            json={"name": f"pet-{batch}-{i}", "categoryId": 1 + i},
-                        )
-                        for i in range(50)
-                    )
-                )
-                assert {r.status_code for r in responses} == {201}
-                ids += [r.json()["id"] for r in responses]
-            return ids
-
     before = set(_all_ids(a, key))
-    created = asyncio.run(create_all())
+    created = create_concurrently([a.url, b.url], key, batches=20)
     assert len(set(created)) == 1000
     for server in (a, b):
         listed = _all_ids(server, key)

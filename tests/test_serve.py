@@ -3,7 +3,6 @@ schemathesis run (all checks, negative data too) over the served document."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import httpx2
 import pytest
 
 from petstore import db
-from tests.conftest import LiveServer, postgres_database
+from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,33 +97,8 @@ def test_two_workers_keep_every_create(backend: str, tmp_path: Path) -> None:
     """``serve --workers 2``: concurrent creates from both processes all land, once."""
     with _served(backend, tmp_path, "--workers", "2") as server:
         assert "worker-2" in server.output()
-        headers = {"Authorization": f"Bearer {server.dev_key}"}
-
-        async def create_all() -> list[int]:
-            async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
-                ids: list[int] = []
-                for batch in range(8):
-                    responses = await asyncio.gather(
-                        *(
-                            client.post(
-                                f"{server.url}/v1/pets",
-                                json={"name": f"w{batch}-{i}", "categoryId": 1},
-                            )
-                            for i in range(50)
-                        )
-                    )
-                    assert [r.status_code for r in responses] == [201] * 50
-                    ids += [r.json()["id"] for r in responses]
-                return ids
-
-        created = asyncio.run(create_all())
-        listed: list[int] = []
-        url: str | None = f"{server.url}/v1/pets?limit=100"
-        while url:
-            page = httpx2.get(url, headers=headers)
-            listed += [pet["id"] for pet in page.json()]
-            link = page.headers.get("link")
-            url = link[1 : link.index(">")] if link else None
+        created = create_concurrently([server.url], server.dev_key, batches=8)
+        listed = [pet["id"] for pet in all_pets(server.url, server.dev_key)]
     assert len(set(created)) == 400
     assert listed == sorted(created)
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+from prometheus_client import start_http_server
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -101,9 +102,17 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
         )
         metrics.watch_pool(store.pool_stats)
         purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
+        metrics_server = None
+        if settings.metrics_enabled and settings.metrics_port is not None:
+            metrics_server, _ = start_http_server(
+                settings.metrics_port, addr=settings.host, registry=metrics.registry
+            )
         try:
             yield
         finally:
+            if metrics_server is not None:
+                metrics_server.shutdown()
+                metrics_server.server_close()
             purger.cancel()
             if services.rate_limiter is not None:
                 await services.rate_limiter.close()
@@ -122,7 +131,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
         Route("/readyz", api.readyz, methods=["GET"]),
         *docs.routes(settings),
     ]
-    if settings.metrics_enabled:
+    if settings.metrics_enabled and settings.metrics_port is None:
         routes.append(Route("/metrics", metrics_page, methods=["GET"]))
     app = Starlette(
         routes=routes,

@@ -87,6 +87,18 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] | None = None
     #: Serve Prometheus metrics at ``/metrics`` (no key; keep it off the public LB).
     metrics_enabled: bool = True
+    #: Serve them on this port of ``host`` instead of the API's (one worker only:
+    #: each worker process has its own figures and would fight for the port).
+    metrics_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+
+    @model_validator(mode="after")
+    def _metrics_port_needs_one_worker(self) -> Self:
+        if self.metrics_port is not None:
+            if self.workers != 1:
+                raise ValueError("PETSTORE_METRICS_PORT needs PETSTORE_WORKERS=1")
+            if self.metrics_port == self.port:
+                raise ValueError("PETSTORE_METRICS_PORT must differ from PETSTORE_PORT")
+        return self
 
     @property
     def json_logs(self) -> bool:
