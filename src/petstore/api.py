@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import parse_qsl
 
 import msgspec
 from starlette.requests import ClientDisconnect, Request
@@ -85,7 +86,9 @@ async def list_pets(request: Request) -> Response:
     """listPets: a page of animals in id order, ``Link: rel="next"`` when more follow (D7-D9)."""
     services = _services(request)
     await _authenticate(request, services)
-    query = request.query_params
+    # What Starlette's query_params does (last value of a repeated name wins), as a
+    # plain dict: the MultiDict it builds is not needed here.
+    query = dict(parse_qsl(request.scope["query_string"].decode("latin-1"), keep_blank_values=True))
     status = pets.parse_status(query.get("status"))
     limit = pets.parse_limit(query.get("limit"))
     cursor = query.get("cursor")
@@ -93,11 +96,10 @@ async def list_pets(request: Request) -> Response:
     page, more = await pets.list_page(services.store, status=status, limit=limit, after_id=after_id)
     headers = None
     if more:
-        url = request.url
         next_cursor = services.cursors.issue(last_id=page[-1].id, status=status)
         headers = {
             "Link": pagination.next_link(
-                f"{url.scheme}://{url.netloc}{url.path}",
+                f"{_base_url(request)}v1/pets",
                 cursor=next_cursor,
                 limit=limit,
                 status=status,
@@ -148,18 +150,25 @@ async def get_pet(request: Request) -> Response:
     return _json(encode(pet), headers=headers)
 
 
-_DEPRECATION_LINKS: dict[tuple[str, str], str] = {}
+_BASE_URLS: dict[tuple[str, str], str] = {}
+
+
+def _base_url(request: Request) -> str:
+    """``scheme://host/`` as the client called the service, for the absolute links of
+    D9 and D14; cached per scheme and Host, as Starlette builds and parses the whole
+    URL to give it."""
+    key = (request.scope["scheme"], request.headers.get("host", ""))
+    base = _BASE_URLS.get(key)
+    if base is None:
+        base = str(request.base_url)
+        if len(_BASE_URLS) < 64:  # a few hosts in practice; never unbounded
+            _BASE_URLS[key] = base
+    return base
 
 
 def _deprecation_headers(request: Request, services: Services) -> dict[str, str]:
-    """D14's headers, the Link absolute for the host the client called (cached)."""
-    scope = request.scope
-    host = request.headers.get("host", "")
-    link = _DEPRECATION_LINKS.get((scope["scheme"], host))
-    if link is None:
-        link = f'<{request.base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
-        if len(_DEPRECATION_LINKS) < 64:  # a few hosts in practice; never unbounded
-            _DEPRECATION_LINKS[(scope["scheme"], host)] = link
+    """D14's headers, the Link absolute for the host the client called."""
+    link = f'<{_base_url(request)}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
     return {**services.deprecation_headers, "Link": link}
 
 

@@ -14,7 +14,6 @@ import binascii
 import hmac
 import struct
 from hashlib import sha256
-from urllib.parse import urlencode
 
 from petstore import errors
 from petstore.schemas import PetStatus
@@ -70,9 +69,9 @@ class CursorSigner:
 
 
 def next_link(base_url: str, *, cursor: str, limit: int, status: PetStatus | None) -> str:
-    """The ``Link`` header value naming the next page, keeping ``limit`` and ``status``."""
-    query: dict[str, str | int] = {"limit": limit}
-    if status is not None:
-        query["status"] = status.value
-    query["cursor"] = cursor
-    return f'<{base_url}?{urlencode(query)}>; rel="next"'
+    """The ``Link`` header value naming the next page, keeping ``limit`` and ``status``.
+
+    Every value is URL-safe as it is (a decimal, a PetStatus, an unpadded base64url
+    cursor), so none needs percent-encoding."""
+    status_part = "" if status is None else f"&status={status.value}"
+    return f'<{base_url}?limit={limit}{status_part}&cursor={cursor}>; rel="next"'

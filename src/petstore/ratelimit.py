@@ -14,14 +14,13 @@ import math
 import time
 
 from limits import RateLimitItem, parse
-from limits.aio.storage import RedisStorage
-from limits.aio.strategies import FixedWindowRateLimiter
-from limits.storage import MemoryStorage
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from redis.asyncio import ConnectionPool
 
 log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
 _LOG_EVERY_SECONDS = 60.0
+_KEYS_MAX = 100_000
 
 
 class RateLimiter:
@@ -29,9 +28,6 @@ class RateLimiter:
 
     def __init__(self, limit: str, *, redis_url: str | None = None) -> None:
         self.item: RateLimitItem = parse(limit)
-        # In memory the synchronous storage is used: no I/O, so no coroutine to pay for.
-        self._memory: MemoryStorage | None = None
-        self._shared: FixedWindowRateLimiter | None = None
         self._redis: RedisStorage | None = None
         # Our own pool, so shutdown can close its connections (limits has no close).
         self._redis_pool: ConnectionPool | None = None
@@ -44,11 +40,13 @@ class RateLimiter:
                 implementation="redispy",
                 connection_pool=self._redis_pool,  # type: ignore[arg-type]  # passed through
             )
-            self._shared = FixedWindowRateLimiter(self._redis)
-        else:
-            self._memory = MemoryStorage()
-        window = self.item.get_expiry()
-        self.policy_header = f'"{POLICY}";q={self.item.amount};w={window}'
+        # limits' asyncio memory storage: its synchronous one starts a thread every
+        # 10 ms under load to expire counters, which costs far more than a coroutine.
+        self._storage: Storage = self._redis or MemoryStorage()
+        self._expiry = self.item.get_expiry()
+        self._keys: dict[int, str] = {}  # API key id -> counter key
+        self._window_ends: dict[str, float] = {}  # counter key -> epoch seconds
+        self.policy_header = f'"{POLICY}";q={self.item.amount};w={self._expiry}'
         self.store_error: str | None = None
         self._logged_at = -math.inf
 
@@ -56,23 +54,16 @@ class RateLimiter:
         """Count one request of ``api_key_id``: the RateLimit headers to send, and the
         seconds to wait when the window's budget is spent (None while within it)."""
         headers = {"RateLimit-Policy": self.policy_header}
-        partition = str(api_key_id)
-        if self._memory is not None:
-            # The fixed-window strategy's own steps, with the key built once: this
-            # runs on every request. Counts past the limit are not added (as ``hit``).
-            key = self.item.key_for(POLICY, partition)
-            storage = self._memory
-            count = storage.incr(key, self.item.get_expiry())
-            if count > self.item.amount:
-                storage.decr(key)
-            reset = max(0, math.ceil(storage.get_expiry(key) - time.time()))
-            remaining = max(0, self.item.amount - count)
-            headers["RateLimit"] = f'"{POLICY}";r={remaining};t={reset}'
-            return headers, None if count <= self.item.amount else reset
-        assert self._shared is not None
+        # The steps of limits' fixed-window strategy (``hit``, then the window's count
+        # and reset), on the storage directly. The window's end is remembered per key
+        # and asked again only when a window opens or has passed: one storage call per
+        # request (one Redis round trip), not five.
+        key = self._keys.get(api_key_id) or self._key_for(api_key_id)
         try:
-            allowed = await self._shared.hit(self.item, POLICY, partition)
-            stats = await self._shared.get_window_stats(self.item, POLICY, partition)
+            count = await self._storage.incr(key, self._expiry)
+            reset_at = self._window_ends.get(key, 0.0)
+            if count == 1 or reset_at <= time.time():
+                reset_at = self._window_ends[key] = await self._storage.get_expiry(key)
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self.store_error = f"{type(exc).__name__}: {exc}"
             if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
@@ -80,9 +71,16 @@ class RateLimiter:
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
             return headers, None
         self.store_error = None
-        reset = max(0, math.ceil(stats.reset_time - time.time()))
-        headers["RateLimit"] = f'"{POLICY}";r={stats.remaining};t={reset}'
-        return headers, None if allowed else reset
+        reset = max(0, math.ceil(reset_at - time.time()))
+        headers["RateLimit"] = f'"{POLICY}";r={max(0, self.item.amount - count)};t={reset}'
+        return headers, None if count <= self.item.amount else reset
+
+    def _key_for(self, api_key_id: int) -> str:
+        if len(self._keys) >= _KEYS_MAX:  # bounded: a few thousand keys in practice
+            self._keys.clear()
+            self._window_ends.clear()
+        key = self._keys[api_key_id] = self.item.key_for(POLICY, str(api_key_id))
+        return key
 
     async def check(self) -> str:
         """The state of the counter store for ``/readyz``: ``ok``, or how it fails open."""

@@ -8,8 +8,9 @@ same ones the OpenAPI document states.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -57,6 +58,16 @@ class Pet(msgspec.Struct, rename="camel"):
     name: str
     category_id: int
     status: PetStatus
+
+
+_STATUSES = {status.value: status for status in PetStatus}
+
+
+def pet_from_row(row: Sequence[Any]) -> Pet:
+    """The Pet of a stored ``(id, name, category_id, status)`` row (either store).
+
+    Raises KeyError for a status outside PetStatus (the schema's CHECK forbids it)."""
+    return Pet(row[0], row[1], row[2], _STATUSES[row[3]])
 
 
 class Error(msgspec.Struct):

@@ -25,7 +25,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from petstore import errors
-from petstore.schemas import NewPet, Pet, PetStatus, encode
+from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
 from petstore.store.batch import GroupCommitter
 
@@ -52,10 +52,6 @@ def _reachable() -> Iterator[None]:
         yield
     except (psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout) as exc:
         raise errors.Unavailable("the database is unavailable; retry shortly") from exc
-
-
-def _pet(row: tuple[Any, ...]) -> Pet:
-    return Pet(id=row[0], name=row[1], category_id=row[2], status=PetStatus(row[3]))
 
 
 async def _insert_pet_row(conn: _Connection, new: NewPet) -> Pet:
@@ -231,14 +227,14 @@ class PostgresStore:
                 "ORDER BY id LIMIT %s",
                 (status.value, after_id, limit),
             )
-        return [_pet(row) for row in rows]
+        return [pet_from_row(row) for row in rows]
 
     async def get_pet(self, pet_id: int) -> Pet | None:
         rows = await self._fetch(
             f"SELECT {_PET_COLUMNS} FROM pets WHERE id = %s",  # noqa: S608
             (pet_id,),
         )
-        return _pet(rows[0]) if rows else None
+        return pet_from_row(rows[0]) if rows else None
 
     # API keys ----------------------------------------------------------------------
 

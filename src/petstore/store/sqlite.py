@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from petstore import errors
-from petstore.schemas import NewPet, Pet, PetStatus, encode
+from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
 from petstore.store.batch import GroupCommitter
 
@@ -52,10 +52,6 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
     return conn
-
-
-def _pet(row: tuple[Any, ...]) -> Pet:
-    return Pet(id=row[0], name=row[1], category_id=row[2], status=PetStatus(row[3]))
 
 
 def _iso(value: datetime) -> str:
@@ -189,7 +185,7 @@ class SQLiteStore:
                     "ORDER BY id LIMIT ?",
                     (status.value, after_id, limit),
                 ).fetchall()
-        return [_pet(row) for row in rows]
+        return [pet_from_row(row) for row in rows]
 
     async def get_pet(self, pet_id: int) -> Pet | None:
         with _reachable():
@@ -197,7 +193,7 @@ class SQLiteStore:
                 f"SELECT {_PET_COLUMNS} FROM pets WHERE id = ?",  # noqa: S608
                 (pet_id,),
             ).fetchone()
-        return None if row is None else _pet(row)
+        return None if row is None else pet_from_row(row)
 
     # API keys ----------------------------------------------------------------------
 
