@@ -227,6 +227,18 @@ class LiveServer:
                 time.sleep(0.1)
         raise AssertionError(f"server did not start:\n{self.output()}")
 
+    def refused(self) -> subprocess.CompletedProcess[str]:
+        """Run ``petstore serve`` expecting it to refuse to start: its exit status and
+        output (a server that does start fails the test by the timeout)."""
+        return subprocess.run(
+            [sys.executable, "-m", "petstore", "serve"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 

@@ -121,13 +121,6 @@ def test_a_key_revoked_with_the_cli_is_refused_by_both_within_5_seconds(
 def test_serve_refuses_an_out_of_date_postgres_schema(tmp_path: Path) -> None:
     with postgres_database() as url:
         server = LiveServer(tmp_path, env={"PETSTORE_DATABASE_URL": url})
-        result = subprocess.run(
-            [sys.executable, "-m", "petstore", "serve"],
-            env=server.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = server.refused()
     assert result.returncode == 1
     assert "petstore db upgrade" in result.stderr

@@ -46,14 +46,7 @@ def test_serve_does_not_print_a_key_again_when_one_is_active(tmp_path: Path) -> 
 
 def test_production_serve_refuses_the_default_cursor_secret(tmp_path: Path) -> None:
     server = LiveServer(tmp_path, env={"PETSTORE_ENVIRONMENT": "production"})
-    result = subprocess.run(
-        [sys.executable, "-m", "petstore", "serve"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = server.refused()
     assert result.returncode == 2
     assert "PETSTORE_CURSOR_SECRET" in result.stderr
 
