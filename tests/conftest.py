@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,13 @@ from typing import Any
 import httpx2
 import pytest
 from click.testing import CliRunner
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from petstore import db, docs, keys
 from petstore.app import create_app
 from petstore.config import Settings
+from petstore.middleware import ServiceMiddleware
 from petstore.store import open_store
 from tests.conformance import Conformance
 
@@ -190,6 +192,14 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def lifespan(app: ServiceMiddleware) -> AbstractAsyncContextManager[None]:
+    """The lifespan of an app from ``create_app``: its Starlette app's, inside the
+    service middleware (for tests that drive the app over httpx's ASGI transport)."""
+    inner = app.app
+    assert isinstance(inner, Starlette)
+    return inner.router.lifespan_context(inner)
 
 
 class LiveServer:

@@ -36,7 +36,7 @@ from petstore.client_errors import (
 from petstore.config import Settings
 from petstore.schemas import Pet, PetStatus
 from petstore.store import open_store
-from tests.conftest import FakeClock, LiveServer
+from tests.conftest import FakeClock, LiveServer, lifespan
 
 DEPRECATED = r"2030-12-05.*GET /v1/pets with the status filter"
 
@@ -404,7 +404,7 @@ def test_get_pet_after_the_sunset_is_gone_error(migrated_template: Path, tmp_pat
             await store.close()
         transport = httpx.ASGITransport(app=app)
         async with (
-            app.router.lifespan_context(app),
+            lifespan(app),
             AsyncClient("http://testserver/v1", api_key=key, transport=transport) as client,
         ):
             with pytest.raises(GoneError) as caught:

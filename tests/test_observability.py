@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -14,7 +16,7 @@ from starlette.testclient import TestClient
 from petstore import logs
 from petstore.app import create_app
 from petstore.config import Settings, SettingsError, load_settings
-from tests.conftest import free_port
+from tests.conftest import LiveServer, free_port
 
 
 def _sample(text: str, name: str, **labels: str) -> float:
@@ -103,6 +105,41 @@ def test_each_request_logs_one_line_with_its_fields(
     assert isinstance(line["api_key_id"], int)
     assert line["client"].startswith("testclient:")
     assert line["time"].endswith("+00:00")
+
+
+def test_a_served_json_access_line_has_the_fields_of_every_log_line(tmp_path: Path) -> None:
+    # Served with JSON logs, the access line is encoded without a LogRecord: it must
+    # still be the JsonFormatter's line, with the same fields in the same order.
+    server = LiveServer(tmp_path, env={"PETSTORE_LOG_FORMAT": "json"})
+    server.start()
+    try:
+        auth = {"Authorization": f"Bearer {server.dev_key}"}
+        httpx2.get(f"{server.url}/v1/pets/1", headers={**auth, "X-Request-ID": "served-1"})
+        httpx2.get(f"{server.url}/nowhere", headers={"X-Request-ID": "served-2"})
+        time.sleep(1)  # the log buffer is flushed every half second
+    finally:
+        server.stop()
+    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    access = {line["request_id"]: line for line in lines if line["logger"] == "petstore.access"}
+    known = access["served-1"]
+    assert list(known) == [
+        "time",
+        "level",
+        "logger",
+        "message",
+        *logs.REQUEST_FIELDS,
+    ]
+    assert known["level"] == "INFO"
+    assert re.fullmatch(r"GET /v1/pets/\{pet_id\} 404 \d+\.\dms", known["message"])
+    assert (known["method"], known["route"], known["status"]) == ("GET", "/v1/pets/{pet_id}", 404)
+    assert isinstance(known["duration_ms"], float)
+    assert isinstance(known["api_key_id"], int)
+    assert known["client"].startswith("127.0.0.1:")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", known["time"])
+    unknown = access["served-2"]
+    assert "route" not in unknown
+    assert "api_key_id" not in unknown
+    assert re.fullmatch(r"GET /nowhere 404 \d+\.\dms", unknown["message"])
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,8 @@ from starlette.testclient import TestClient
 
 from petstore.app import create_app
 from petstore.config import Settings
+from petstore.pagination import PageCache
+from petstore.schemas import PetStatus
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 
@@ -540,6 +542,41 @@ def test_pages_stay_correct_while_animals_are_added(
     seen = [*first.json(), *second.json(), *(p for page in pages for p in page)]
     assert seen == created
     assert len({p["id"] for p in seen}) == 11
+
+
+def test_a_page_asked_again_is_the_same_and_a_last_page_shows_new_animals(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    # On SQLite a page that more animals follow is held in memory once read
+    # (PageCache); a last page never is, so what is created next shows at once.
+    created = [create(client, auth, name=f"first {i}") for i in range(4)]
+    for _ in range(3):
+        first = client.get("/v1/pets?limit=2", headers=auth)
+        assert first.json() == created[:2]
+    url = next_url(first)
+    assert url is not None
+    last = client.get(url, headers=auth)
+    assert last.json() == created[2:4]
+    assert next_url(last) is None
+    created.append(create(client, auth, name="added"))
+    again = client.get(url, headers=auth)
+    assert again.json() == created[2:4]
+    after = next_url(again)
+    assert after is not None
+    assert client.get(after, headers=auth).json() == created[4:]
+    assert client.get("/v1/pets?limit=2", headers=auth).json() == created[:2]
+
+
+def test_page_cache_holds_at_most_its_bytes() -> None:
+    cache = PageCache(max_bytes=10)
+    cache.put((None, 0, 2), b"[1,2]", 2)
+    cache.put((PetStatus.SOLD, 0, 2), b"[3,4]", 4)
+    assert cache.get((None, 0, 2)) == (b"[1,2]", 2)
+    assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", 4)
+    cache.put((None, 2, 2), b"[5]", 5)
+    assert cache.get((None, 0, 2)) is None
+    assert cache.get((PetStatus.SOLD, 0, 2)) is None
+    assert cache.get((None, 2, 2)) == (b"[5]", 5)
 
 
 def _flip_middle(cursor: str) -> str:

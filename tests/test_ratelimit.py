@@ -24,7 +24,7 @@ from petstore import db
 from petstore.app import create_app
 from petstore.config import Settings
 from tests.conformance import Conformance
-from tests.conftest import FakeClock, LiveServer, postgres_database, run_sql
+from tests.conftest import FakeClock, LiveServer, lifespan, postgres_database, run_sql
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 UNREACHABLE_REDIS_URL = "redis://127.0.0.1:1/0"
@@ -325,7 +325,7 @@ def test_stopping_an_instance_closes_its_redis_connection(
     app = create_app(settings)
 
     async def serve_one_request_then_stop() -> tuple[int, int]:
-        async with app.router.lifespan_context(app):
+        async with lifespan(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
                 response = await http.get("/v1/pets", headers=auth)

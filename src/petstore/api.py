@@ -1,21 +1,28 @@
-"""The three operations under ``/v1`` plus health: parse, authenticate, call one rule.
+"""The three operations under ``/v1`` (listPets, createPet, getPet) plus health.
 
-``listPets`` and ``createPet`` share the path ``/v1/pets`` and so one route, so a
-405 there names both methods in ``Allow``.
+The operations are plain ASGI: :class:`PetsApi` is called by the service middleware
+for ``/v1/pets`` and ``/v1/pets/{petId}`` with an :class:`Exchange`, and answers
+without Starlette's request, response, routing and exception layers, which cost a
+fifth of a request under load (docs/performance.md). Each operation parses,
+authenticates and calls one rule; a ``PetstoreError`` raised on the way becomes its
+Error body (D10). Health and everything else are ordinary Starlette endpoints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import parse_qsl
 
 import msgspec
-from starlette.requests import ClientDisconnect, Request
+from starlette.datastructures import URL
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
 from petstore import errors, idempotency, pagination, pets
 from petstore.auth import KeyVerifier
@@ -26,8 +33,18 @@ from petstore.schemas import NewPet, encode
 from petstore.store import Store
 
 JSON = "application/json"
+_JSON_CONTENT_TYPE = (b"content-type", JSON.encode())
 _new_pet_decoder = msgspec.json.Decoder(NewPet)
 _FIELD_RE = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+Header = tuple[bytes, bytes]
+Headers = list[Header]
+error_log = logging.getLogger("petstore.error")
+
+#: At most this many bytes of encoded listPets pages are held in memory.
+PAGE_CACHE_BYTES = 16 * 2**20
+#: Route templates, as logged and in the OpenAPI document.
+COLLECTION, ITEM = "/v1/pets", "/v1/pets/{pet_id}"
+_ITEM_PREFIX = "/v1/pets/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,142 +64,259 @@ class Services:
     metrics: Metrics
 
 
-def _services(request: Request) -> Services:
-    services: Services = request.app.state.services
-    return services
+@dataclass(slots=True)
+class Exchange:
+    """One request to an operation and what its answer carries.
 
+    ``headers`` are added to whatever response is sent (the middleware's D18
+    headers, then the RateLimit fields of D15 once known); ``status`` and
+    ``api_key_id`` are what the access log and metrics report.
+    """
 
-async def _authenticate(request: Request, services: Services) -> int:
-    """The caller's API key id (D12), counted against its rate limit (D15); every
-    ``/v1/pets`` operation starts here. The RateLimit fields go on the response
-    whatever it turns out to be (the middleware adds ``response_headers``)."""
-    limiter = services.rate_limiter
-    if limiter is not None:
-        request.state.response_headers = {"RateLimit-Policy": limiter.policy_header}
-    key_id = await services.verifier.verify(request.headers.get("authorization"))
-    request.state.api_key_id = key_id  # logged by id, never the key (D13)
-    if limiter is not None:
-        request.state.response_headers, retry_after = await limiter.hit(key_id)
-        if retry_after is not None:
-            raise errors.RateLimited(
-                f"rate limit exceeded for this API key; retry in {retry_after} s",
-                retry_after=retry_after,
-            )
-    return key_id
+    scope: Scope
+    receive: Receive
+    send: Send
+    request_id: str
+    headers: Headers
+    status: int = 0
+    api_key_id: int | None = None
+    _request_headers: dict[bytes, bytes] | None = field(default=None, repr=False)
 
+    def header(self, name: bytes) -> str | None:
+        """The first value of request header ``name`` (lower-case bytes), latin-1."""
+        if self._request_headers is None:
+            # reversed: the first of repeated headers wins, as in Starlette's Headers
+            self._request_headers = dict(reversed(self.scope["headers"]))
+        value = self._request_headers.get(name)
+        return None if value is None else value.decode("latin-1")
 
-def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(body, status_code=status, headers=headers, media_type=JSON)
-
-
-async def pets_collection(request: Request) -> Response:
-    """``GET /v1/pets`` (listPets) and ``POST /v1/pets`` (createPet)."""
-    if request.method == "POST":
-        return await create_pet(request)
-    return await list_pets(request)
-
-
-async def list_pets(request: Request) -> Response:
-    """listPets: a page of animals in id order, ``Link: rel="next"`` when more follow (D7-D9)."""
-    services = _services(request)
-    await _authenticate(request, services)
-    # What Starlette's query_params does (last value of a repeated name wins), as a
-    # plain dict: the MultiDict it builds is not needed here.
-    query = dict(parse_qsl(request.scope["query_string"].decode("latin-1"), keep_blank_values=True))
-    status = pets.parse_status(query.get("status"))
-    limit = pets.parse_limit(query.get("limit"))
-    cursor = query.get("cursor")
-    after_id = 0 if cursor is None else services.cursors.last_id(cursor, status=status)
-    page, more = await pets.list_page(services.store, status=status, limit=limit, after_id=after_id)
-    headers = None
-    if more:
-        next_cursor = services.cursors.issue(last_id=page[-1].id, status=status)
-        headers = {
-            "Link": pagination.next_link(
-                f"{_base_url(request)}v1/pets",
-                cursor=next_cursor,
-                limit=limit,
-                status=status,
-            )
-        }
-    return _json(encode(page), headers=headers)
-
-
-async def create_pet(request: Request) -> Response:
-    """createPet: validate a NewPet (D1-D4), store it durably, answer 201 with the Pet."""
-    services = _services(request)
-    api_key_id = await _authenticate(request, services)
-    media_type, *params = request.headers.get("content-type", "").lower().split(";")
-    charsets = [p.split("=", 1)[1].strip(' "') for p in params if p.strip().startswith("charset=")]
-    if media_type.strip() != JSON or any(charset != "utf-8" for charset in charsets):
-        raise errors.UnsupportedMediaType("the request body must be application/json (UTF-8)")
-    key = idempotency.parse_key(request.headers.get("idempotency-key"))
-    new_pet = _decode_new_pet(
-        await _read_body(
-            request, limit=services.max_body_bytes, within=services.body_timeout_seconds
+    async def respond(self, status: int, body: bytes, headers: Iterable[Header] = ()) -> None:
+        """Send the whole response: JSON ``body`` with ``headers`` and the exchange's."""
+        self.status = status
+        await self.send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    _JSON_CONTENT_TYPE,
+                    (b"content-length", str(len(body)).encode()),
+                    *headers,
+                    *self.headers,
+                ],
+            }
         )
-    )
-    if key is None:
-        return _json(encode(await pets.create(services.store, new_pet)), status=201)
-    body, replayed = await services.idempotency.create(
-        services.store, new_pet, api_key_id=api_key_id, key=key, now=services.clock()
-    )
-    if replayed:
-        services.metrics.idempotent_replays.inc()
-    return _json(body, status=201, headers={"Idempotent-Replayed": "true"} if replayed else None)
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def respond_error(self, error: errors.PetstoreError) -> None:
+        """Send ``error`` as its Error body (D10) with its headers; a 5xx with a cause
+        (the database fault behind a 503) is logged with it."""
+        if error.status >= 500 and error.__cause__ is not None:
+            error_log.error(
+                "%s: %s",
+                error.code,
+                error.message,
+                exc_info=error.__cause__,
+                extra={"request_id": self.request_id},
+            )
+        await self.respond(
+            error.status,
+            error.body(),
+            [(name.lower().encode(), value.encode()) for name, value in error.headers.items()],
+        )
 
 
-async def get_pet(request: Request) -> Response:
-    """getPet (deprecated, D14): one animal by id; 410 from the sunset on."""
-    services = _services(request)
-    headers = _deprecation_headers(request, services)
-    try:
-        await _authenticate(request, services)
-        pets.check_sunset(services.clock())
-        pet = await pets.get(services.store, pets.parse_pet_id(request.path_params["pet_id"]))
-    except errors.PetstoreError as exc:
-        exc.headers.update(headers)
-        raise
-    except Exception as exc:  # a 500 is a response of getPet too
-        fault = errors.InternalError("an unexpected error occurred; it has been logged")
-        fault.headers.update(headers)
-        raise fault from exc
-    return _json(encode(pet), headers=headers)
+Operation = Callable[[Exchange], Awaitable[None]]
+
+
+class PetsApi:
+    """The ``/v1/pets`` operations, served once the app's lifespan has called
+    :meth:`bind` with the services."""
+
+    services: Services
+    _deprecation_headers: Headers
+    _pages: pagination.PageCache | None
+
+    def bind(self, services: Services) -> None:
+        """Serve with ``services`` from now on."""
+        self.services = services
+        self._pages = (
+            pagination.PageCache(PAGE_CACHE_BYTES) if services.store.full_pages_are_final else None
+        )
+        self._deprecation_headers = [
+            (name.lower().encode(), value.encode())
+            for name, value in services.deprecation_headers.items()
+        ]
+
+    def route(self, method: str, path: str) -> tuple[str, str, Operation] | None:
+        """``(route template, operation id, handler)`` for a request to one of the
+        operations' paths, or None for any other path (Starlette answers those).
+
+        A method the path does not have gets :meth:`method_not_allowed` (405).
+        """
+        if path == COLLECTION:
+            if method in ("GET", "HEAD"):
+                return COLLECTION, "listPets", self.list_pets
+            if method == "POST":
+                return COLLECTION, "createPet", self.create_pet
+            return COLLECTION, COLLECTION, self.method_not_allowed
+        if path.startswith(_ITEM_PREFIX) and len(path) > len(_ITEM_PREFIX):
+            if "/" in path[len(_ITEM_PREFIX) :]:
+                return None
+            if method in ("GET", "HEAD"):
+                return ITEM, "getPet", self.get_pet
+            return ITEM, ITEM, self.method_not_allowed
+        return None
+
+    async def method_not_allowed(self, exchange: Exchange) -> None:
+        """405 with ``Allow`` naming the path's methods; no key needed (D10)."""
+        allow = "GET, POST, HEAD" if exchange.scope["path"] == COLLECTION else "GET, HEAD"
+        await exchange.respond_error(
+            errors.MethodNotAllowed(
+                "this path does not support that method; see the Allow header", allow=allow
+            )
+        )
+
+    async def _authenticate(self, exchange: Exchange) -> int:
+        """The caller's API key id (D12), counted against its rate limit (D15); every
+        operation starts here. The RateLimit fields go on the response whatever it
+        turns out to be."""
+        limiter = self.services.rate_limiter
+        if limiter is not None:
+            exchange.headers.append((b"ratelimit-policy", limiter.policy_header))
+        key_id = await self.services.verifier.verify(exchange.header(b"authorization"))
+        exchange.api_key_id = key_id  # logged by id, never the key (D13)
+        if limiter is not None:
+            remaining, retry_after = await limiter.hit(key_id)
+            if remaining is not None:
+                exchange.headers.append((b"ratelimit", remaining))
+            if retry_after is not None:
+                raise errors.RateLimited(
+                    f"rate limit exceeded for this API key; retry in {retry_after} s",
+                    retry_after=retry_after,
+                )
+        return key_id
+
+    async def list_pets(self, exchange: Exchange) -> None:
+        """listPets: a page of animals in id order, ``Link: rel="next"`` when more
+        follow (D7-D9)."""
+        try:
+            await self._authenticate(exchange)
+            # Starlette's query_params semantics: the last value of a repeated name wins.
+            query = dict(
+                parse_qsl(exchange.scope["query_string"].decode("latin-1"), keep_blank_values=True)
+            )
+            status = pets.parse_status(query.get("status"))
+            limit = pets.parse_limit(query.get("limit"))
+            cursor = query.get("cursor")
+            services = self.services
+            after_id = 0 if cursor is None else services.cursors.last_id(cursor, status=status)
+            key = (status, after_id, limit)
+            cached = None if self._pages is None else self._pages.get(key)
+            if cached is None:
+                page, more = await pets.list_page(
+                    services.store, status=status, limit=limit, after_id=after_id
+                )
+                body, last_id = encode(page), page[-1].id if more else 0
+                if more and self._pages is not None:
+                    self._pages.put(key, body, last_id)
+            else:
+                (body, last_id), more = cached, True
+        except errors.PetstoreError as exc:
+            await exchange.respond_error(exc)
+            return
+        headers: Headers = []
+        if more:
+            next_cursor = services.cursors.issue(last_id=last_id, status=status)
+            link = pagination.next_link(
+                f"{_base_url(exchange)}v1/pets", cursor=next_cursor, limit=limit, status=status
+            )
+            headers.append((b"link", link.encode()))
+        await exchange.respond(200, body, headers)
+
+    async def create_pet(self, exchange: Exchange) -> None:
+        """createPet: validate a NewPet (D1-D4), store it durably, answer 201 with the Pet."""
+        services = self.services
+        try:
+            api_key_id = await self._authenticate(exchange)
+            content_type = exchange.header(b"content-type") or ""
+            media_type, *params = content_type.lower().split(";")
+            charsets = [
+                p.split("=", 1)[1].strip(' "') for p in params if p.strip().startswith("charset=")
+            ]
+            if media_type.strip() != JSON or any(charset != "utf-8" for charset in charsets):
+                raise errors.UnsupportedMediaType(
+                    "the request body must be application/json (UTF-8)"
+                )
+            key = idempotency.parse_key(exchange.header(b"idempotency-key"))
+            new_pet = _decode_new_pet(
+                await _read_body(
+                    exchange, limit=services.max_body_bytes, within=services.body_timeout_seconds
+                )
+            )
+            if key is None:
+                body, replayed = encode(await pets.create(services.store, new_pet)), False
+            else:
+                body, replayed = await services.idempotency.create(
+                    services.store, new_pet, api_key_id=api_key_id, key=key, now=services.clock()
+                )
+        except errors.PetstoreError as exc:
+            await exchange.respond_error(exc)
+            return
+        if replayed:
+            services.metrics.idempotent_replays.inc()
+        await exchange.respond(201, body, [(b"idempotent-replayed", b"true")] if replayed else [])
+
+    async def get_pet(self, exchange: Exchange) -> None:
+        """getPet (deprecated, D14): one animal by id; 410 from the sunset on. Every
+        answer, errors and 500 included, carries the deprecation headers."""
+        services = self.services
+        link = f'<{_base_url(exchange)}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
+        exchange.headers += [*self._deprecation_headers, (b"link", link.encode())]
+        try:
+            await self._authenticate(exchange)
+            pets.check_sunset(services.clock())
+            pet_id = pets.parse_pet_id(exchange.scope["path"][len(_ITEM_PREFIX) :])
+            pet = await pets.get(services.store, pet_id)
+        except errors.PetstoreError as exc:
+            await exchange.respond_error(exc)
+            return
+        await exchange.respond(200, encode(pet))
 
 
 _BASE_URLS: dict[tuple[str, str], str] = {}
 
 
-def _base_url(request: Request) -> str:
+def _base_url(exchange: Exchange) -> str:
     """``scheme://host/`` as the client called the service, for the absolute links of
-    D9 and D14; cached per scheme and Host, as Starlette builds and parses the whole
-    URL to give it."""
-    key = (request.scope["scheme"], request.headers.get("host", ""))
+    D9 and D14; cached per scheme and Host, as building it parses the whole URL."""
+    scope = exchange.scope
+    key = (scope["scheme"], exchange.header(b"host") or "")
     base = _BASE_URLS.get(key)
     if base is None:
-        base = str(request.base_url)
+        base = str(URL(scope={**scope, "path": "/", "query_string": b"", "root_path": ""}))
         if len(_BASE_URLS) < 64:  # a few hosts in practice; never unbounded
             _BASE_URLS[key] = base
     return base
 
 
-def _deprecation_headers(request: Request, services: Services) -> dict[str, str]:
-    """D14's headers, the Link absolute for the host the client called."""
-    link = f'<{_base_url(request)}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
-    return {**services.deprecation_headers, "Link": link}
-
-
-async def _read_body(request: Request, *, limit: int, within: float) -> bytes:
+async def _read_body(exchange: Exchange, *, limit: int, within: float) -> bytes:
     """The request body, refused with 413 as soon as it passes ``limit`` bytes, and
     with 400 when it has not fully arrived ``within`` seconds (D17)."""
     too_large = errors.PayloadTooLarge(f"the request body is larger than {limit} bytes")
-    declared = request.headers.get("content-length", "")
+    declared = exchange.header(b"content-length") or ""
     if declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks, size = [], 0
+    message: Message = {"more_body": True}
     try:
         async with asyncio.timeout(within):
-            async for chunk in request.stream():
+            while message.get("more_body", False):
+                message = await exchange.receive()
+                if message["type"] != "http.request":  # http.disconnect, or broken framing
+                    raise errors.InvalidRequest(
+                        "body: the request body ended early or is malformed"
+                    )
+                chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
                     raise too_large
@@ -191,8 +325,6 @@ async def _read_body(request: Request, *, limit: int, within: float) -> bytes:
         raise errors.InvalidRequest(
             f"body: the request body did not arrive within {within:g} s"
         ) from None
-    except ClientDisconnect:  # also how the server reports broken chunked framing
-        raise errors.InvalidRequest("body: the request body ended early or is malformed") from None
     return b"".join(chunks)
 
 
@@ -211,16 +343,21 @@ def _decode_new_pet(body: bytes) -> NewPet:
             raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
         text = str(exc)
         match = _FIELD_RE.search(text)
-        field = next((g for g in match.groups() if g), "body") if match else "body"
+        field_name = next((g for g in match.groups() if g), "body") if match else "body"
         detail = text.split(" - at ", 1)[0]
-        raise errors.InvalidRequest(f"{field}: {detail[0].lower()}{detail[1:]}") from None
+        raise errors.InvalidRequest(f"{field_name}: {detail[0].lower()}{detail[1:]}") from None
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
 
 
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
 async def healthz(request: Request) -> Response:
     """Liveness: the process answers. No key needed."""
-    return _json(b'{"status":"ok"}')
+    return Response(b'{"status":"ok"}', media_type=JSON)
 
 
 async def readyz(request: Request) -> Response:
@@ -230,4 +367,6 @@ async def readyz(request: Request) -> Response:
         raise errors.Unavailable("the database schema is older than this code needs")
     limiter = services.rate_limiter
     rate_limits = "off" if limiter is None else await limiter.check()
-    return _json(msgspec.json.encode({"status": "ready", "rateLimits": rate_limits}))
+    return Response(
+        msgspec.json.encode({"status": "ready", "rateLimits": rate_limits}), media_type=JSON
+    )

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from prometheus_client import start_http_server
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from petstore import api, db, docs, errors, logs, pagination, pets
 from petstore.auth import KeyVerifier
@@ -42,10 +42,13 @@ def utc_now() -> datetime:
 
 
 async def _render_error(request: Request, exc: Exception) -> Response:
-    """The one place an Error body is made (D10), for our errors and Starlette's."""
+    """The Error body (D10) of a Starlette endpoint's error, ours or Starlette's. Any
+    other exception is a 500 ``internal_error``; Starlette raises it again after this
+    answer and the service middleware logs it."""
     if isinstance(exc, HTTPException):
         exc = errors.from_http_status(exc.status_code, exc.headers)
-    assert isinstance(exc, errors.PetstoreError)
+    elif not isinstance(exc, errors.PetstoreError):
+        exc = errors.InternalError("an unexpected error occurred; it has been logged")
     if exc.status >= 500 and exc.__cause__ is not None:
         error_log.error(
             "%s: %s",
@@ -73,9 +76,14 @@ async def _purge_idempotency_records(store: Store, clock: Clock, settings: Setti
         await asyncio.sleep(settings.idempotency_purge_seconds)
 
 
-def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
+def create_app(settings: Settings, *, clock: Clock = utc_now) -> ServiceMiddleware:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14) and
-    key expiry. The database must already be migrated (``db.upgrade``)."""
+    key expiry. The database must already be migrated (``db.upgrade``).
+
+    The service middleware is outermost: it answers the ``/v1/pets`` operations
+    itself (:class:`api.PetsApi`) and hands every other request to Starlette.
+    """
+    pets_api = api.PetsApi()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -100,6 +108,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
             idempotency=IdempotentCreates(),
             metrics=metrics,
         )
+        pets_api.bind(services)
         metrics.watch_pool(store.pool_stats)
         purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
         metrics_server = None
@@ -125,8 +134,6 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
         return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     routes = [
-        Route("/v1/pets", api.pets_collection, methods=["GET", "POST"], name="pets"),
-        Route("/v1/pets/{pet_id}", api.get_pet, methods=["GET"], name="pet"),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/readyz", api.readyz, methods=["GET"]),
         *docs.routes(settings),
@@ -135,18 +142,17 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Starlette:
         routes.append(Route("/metrics", metrics_page, methods=["GET"]))
     app = Starlette(
         routes=routes,
-        middleware=[
-            Middleware(
-                ServiceMiddleware,
-                metrics=metrics,
-                trust_forwarded=settings.trust_forwarded_headers,
-            )
-        ],
-        exception_handlers={errors.PetstoreError: _render_error, HTTPException: _render_error},
+        exception_handlers={
+            errors.PetstoreError: _render_error,
+            HTTPException: _render_error,
+            Exception: _render_error,
+        },
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False
-    return app
+    return ServiceMiddleware(
+        app, api=pets_api, metrics=metrics, trust_forwarded=settings.trust_forwarded_headers
+    )
 
 
 def configure_logging(settings: Settings) -> None:
@@ -167,7 +173,7 @@ def _exit_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def app_from_environment() -> Starlette:
+def app_from_environment() -> ASGIApp:
     """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
     in each worker process."""
     _exit_with_parent()

@@ -19,6 +19,7 @@ import msgspec
 #: Attributes a request's log line may carry beyond the message (see middleware).
 REQUEST_FIELDS = ("request_id", "method", "route", "status", "duration_ms", "api_key_id", "client")
 _encode = msgspec.json.Encoder().encode
+access_log = logging.getLogger("petstore.access")
 
 
 class JsonFormatter(logging.Formatter):
@@ -69,10 +70,98 @@ class _BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
 
+    def write_line(self, line: str) -> None:
+        """Write one ready-made line, under the handler's lock like ``emit``."""
+        with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
+            self.stream.write(line + "\n")
+
+
+_stamp: tuple[int, str] = (-1, "")
+
+
+def _timestamp() -> str:
+    """The time now as JsonFormatter writes it (UTC, milliseconds), formatted once
+    per millisecond: thousands of access lines a second share each one."""
+    global _stamp
+    ms = time.time_ns() // 1_000_000
+    if ms != _stamp[0]:
+        seconds, millis = divmod(ms, 1000)
+        now = datetime.fromtimestamp(seconds, UTC).replace(microsecond=millis * 1000)
+        _stamp = (ms, now.isoformat(timespec="milliseconds"))
+    return _stamp[1]
+
+
+#: The handler of JSON lines once :func:`configure` has set one up; access lines are
+#: then encoded straight to it (see :func:`access`).
+_json_handler: _BufferedStderr | None = None
+
+
+def access(
+    *,
+    request_id: str,
+    method: str,
+    route: str | None,
+    path: str,
+    status: int,
+    seconds: float,
+    api_key_id: int | None,
+    client: str | None,
+) -> None:
+    """Log the line of one answered request (D18) on ``petstore.access`` at INFO:
+    ``route`` is its template (None for an unknown path, then ``path`` is shown) and
+    ``seconds`` its duration.
+
+    With JSON logs configured, the line is encoded here, exactly as
+    :class:`JsonFormatter` would, and written to the handler: a LogRecord and the
+    formatter cost a third of a getPet under load (docs/performance.md). Otherwise
+    (text logs, or loggers left to the caller, as in tests) it is an ordinary record.
+    """
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    ms = seconds * 1000
+    handler = _json_handler
+    if handler is None:
+        access_log.info(
+            "%s %s %s %.1fms",
+            method,
+            route or path,
+            status,
+            ms,
+            extra={
+                "request_id": request_id,
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(ms, 3),
+                "api_key_id": api_key_id,
+                "client": client,
+            },
+        )
+        return
+    entry: dict[str, Any] = {
+        "time": _timestamp(),
+        "level": "INFO",
+        "logger": access_log.name,
+        "message": f"{method} {route or path} {status} {ms:.1f}ms",
+        "request_id": request_id,
+        "method": method,
+    }
+    if route is not None:
+        entry["route"] = route
+    entry["status"] = status
+    entry["duration_ms"] = round(ms, 3)
+    if api_key_id is not None:
+        entry["api_key_id"] = api_key_id
+    if client is not None:
+        entry["client"] = client
+    handler.write_line(_encode(entry).decode())
+
 
 def configure(*, level: str, json: bool) -> None:
     """Send the ``petstore`` loggers to stderr at ``level``, as JSON or text."""
+    global _json_handler
     handler = _BufferedStderr()
+    _json_handler = handler if json else None
     handler.addFilter(_RequestIdDefault())
     if json:
         handler.setFormatter(JsonFormatter())

@@ -14,10 +14,10 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from petstore import errors
+from petstore import errors, logs
+from petstore.api import Exchange, PetsApi
 from petstore.metrics import Metrics, operation_of
 
-access_log = logging.getLogger("petstore.access")
 error_log = logging.getLogger("petstore.error")
 
 #: D18, OWASP REST Security Cheat Sheet.
@@ -33,12 +33,22 @@ _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
 
 class ServiceMiddleware:
     """Adds ``X-Request-ID`` and the D18 headers to every response, logs one line per
-    request, and answers 500 ``internal_error`` (no internals) on an unhandled fault."""
+    request, and answers 500 ``internal_error`` (no internals) on an unhandled fault.
+
+    Requests for the ``/v1/pets`` operations go straight to ``api`` (plain ASGI,
+    see :mod:`petstore.api`); everything else to ``app``, the Starlette app.
+    """
 
     def __init__(
-        self, app: ASGIApp, *, metrics: Metrics | None = None, trust_forwarded: bool = False
+        self,
+        app: ASGIApp,
+        *,
+        api: PetsApi | None = None,
+        metrics: Metrics | None = None,
+        trust_forwarded: bool = False,
     ) -> None:
         self.app = app
+        self.api = api
         self.metrics = metrics
         self.trust_forwarded = trust_forwarded
 
@@ -46,43 +56,78 @@ class ServiceMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = None
+        raw_request_id = None
         for name, value in scope["headers"]:
             if name == b"x-request-id":
                 if _SANE_REQUEST_ID.fullmatch(value):
-                    request_id = value
+                    raw_request_id = value
             elif self.trust_forwarded:
                 if name == b"x-forwarded-proto" and value in (b"http", b"https"):
                     scope["scheme"] = value.decode()
                 elif name == b"x-forwarded-for" and value:
                     scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
-        if request_id is None:
-            request_id = os.urandom(16).hex().encode()
-        state = scope.setdefault("state", {})
-        state["request_id"] = request_id.decode()
-        extra_headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
-        status = 0
+        if raw_request_id is None:
+            raw_request_id = os.urandom(16).hex().encode()
+        request_id = raw_request_id.decode()
+        headers = [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)]
         started = time.perf_counter()
         if self.metrics is not None:
             self.metrics.in_flight.inc()
+        method = scope["method"]
+        matched = None
+        if self.api is not None and not scope.get("root_path"):
+            matched = self.api.route(method, scope["path"])
+        if matched is None:
+            route, status = await self._call_app(scope, receive, send, headers)
+            operation, api_key_id = operation_of(route, method), None
+        else:
+            route, operation, operation_handler = matched
+            exchange = Exchange(scope, receive, send, request_id, headers)
+            try:
+                await operation_handler(exchange)
+            except Exception:
+                error_log.exception("unhandled error", extra={"request_id": request_id})
+                if exchange.status == 0:
+                    await exchange.respond_error(_internal_error())
+            status, api_key_id = exchange.status, exchange.api_key_id
+        seconds = time.perf_counter() - started
+        if self.metrics is not None:
+            self.metrics.in_flight.dec()
+            self.metrics.record(operation, status, seconds)
+        client = scope.get("client")
+        logs.access(
+            request_id=request_id,
+            method=method,
+            route=route,
+            path=scope["path"],
+            status=status,
+            seconds=seconds,
+            api_key_id=api_key_id,
+            client=f"{client[0]}:{client[1]}" if client else None,
+        )
+
+    async def _call_app(
+        self, scope: Scope, receive: Receive, send: Send, extra_headers: list[tuple[bytes, bytes]]
+    ) -> tuple[str | None, int]:
+        """Run the Starlette app with ``extra_headers`` on its response: the route
+        template it matched (None if none) and the status sent."""
+        state = scope.setdefault("state", {})
+        state["request_id"] = extra_headers[-1][1].decode()
+        status = 0
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = [*message.get("headers", ()), *extra_headers]
-                # Set by endpoints for whatever response follows, errors included (D15).
-                for name, value in state.get("response_headers", {}).items():
-                    headers.append((name.lower().encode(), value.encode()))
-                message["headers"] = headers
+                message["headers"] = [*message.get("headers", ()), *extra_headers]
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_headers)
         except Exception:
-            error_log.exception("unhandled error", extra={"request_id": request_id.decode()})
+            error_log.exception("unhandled error", extra={"request_id": state["request_id"]})
             if status == 0:
-                fault = errors.InternalError("an unexpected error occurred; it has been logged")
+                fault = _internal_error()
                 await send_with_headers(
                     {
                         "type": "http.response.start",
@@ -91,26 +136,8 @@ class ServiceMiddleware:
                     }
                 )
                 await send_with_headers({"type": "http.response.body", "body": fault.body()})
-        finally:
-            seconds = time.perf_counter() - started
-            route = getattr(scope.get("route"), "path", None)
-            if self.metrics is not None:
-                self.metrics.in_flight.dec()
-                self.metrics.record(operation_of(route, scope["method"]), status, seconds)
-            client = scope.get("client")
-            access_log.info(
-                "%s %s %s %.1fms",
-                scope["method"],
-                route or scope["path"],
-                status,
-                seconds * 1000,
-                extra={
-                    "request_id": state["request_id"],
-                    "method": scope["method"],
-                    "route": route,
-                    "status": status,
-                    "duration_ms": round(seconds * 1000, 3),
-                    "api_key_id": state.get("api_key_id"),
-                    "client": f"{client[0]}:{client[1]}" if client else None,
-                },
-            )
+        return getattr(scope.get("route"), "path", None), status
+
+
+def _internal_error() -> errors.InternalError:
+    return errors.InternalError("an unexpected error occurred; it has been logged")

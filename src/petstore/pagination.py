@@ -13,7 +13,6 @@ import base64
 import binascii
 import hmac
 import struct
-from hashlib import sha256
 
 from petstore import errors
 from petstore.schemas import PetStatus
@@ -31,7 +30,7 @@ class CursorSigner:
         self._secret = secret
 
     def _sign(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, sha256).digest()[:_SIGNATURE_BYTES]
+        return hmac.digest(self._secret, payload, "sha256")[:_SIGNATURE_BYTES]
 
     def issue(self, *, last_id: int, status: PetStatus | None) -> str:
         """The cursor for the page that follows the animal ``last_id``."""
@@ -75,3 +74,33 @@ def next_link(base_url: str, *, cursor: str, limit: int, status: PetStatus | Non
     cursor), so none needs percent-encoding."""
     status_part = "" if status is None else f"&status={status.value}"
     return f'<{base_url}?limit={limit}{status_part}&cursor={cursor}>; rel="next"'
+
+
+#: A listPets page as asked: the status filter, the id it starts after, the limit.
+PageKey = tuple[PetStatus | None, int, int]
+
+
+class PageCache:
+    """Encoded pages of listPets that more animals follow, for a store whose such
+    pages never change (``Store.full_pages_are_final``): a page asked again, like the
+    first page or one a cursor names, is answered without the database.
+
+    Bounded by the bytes of the bodies held (``max_bytes``); emptied when full.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._pages: dict[PageKey, tuple[bytes, int]] = {}
+
+    def get(self, key: PageKey) -> tuple[bytes, int] | None:
+        """The JSON body and last id of the page ``key``, if held."""
+        return self._pages.get(key)
+
+    def put(self, key: PageKey, body: bytes, last_id: int) -> None:
+        """Hold the page ``key``: its JSON ``body`` and the id of its last animal."""
+        if self._bytes + len(body) > self._max_bytes:
+            self._pages.clear()
+            self._bytes = 0
+        self._pages[key] = (body, last_id)
+        self._bytes += len(body)

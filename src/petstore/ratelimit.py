@@ -46,14 +46,15 @@ class RateLimiter:
         self._expiry = self.item.get_expiry()
         self._keys: dict[int, str] = {}  # API key id -> counter key
         self._window_ends: dict[str, float] = {}  # counter key -> epoch seconds
-        self.policy_header = f'"{POLICY}";q={self.item.amount};w={self._expiry}'
+        #: The ``RateLimit-Policy`` field, sent on every ``/v1/pets`` response.
+        self.policy_header = f'"{POLICY}";q={self.item.amount};w={self._expiry}'.encode()
         self.store_error: str | None = None
         self._logged_at = -math.inf
 
-    async def hit(self, api_key_id: int) -> tuple[dict[str, str], int | None]:
-        """Count one request of ``api_key_id``: the RateLimit headers to send, and the
-        seconds to wait when the window's budget is spent (None while within it)."""
-        headers = {"RateLimit-Policy": self.policy_header}
+    async def hit(self, api_key_id: int) -> tuple[bytes | None, int | None]:
+        """Count one request of ``api_key_id``: the ``RateLimit`` field to send (None
+        while the store is unreachable and the limiter fails open), and the seconds to
+        wait when the window's budget is spent (None while within it)."""
         # The steps of limits' fixed-window strategy (``hit``, then the window's count
         # and reset), on the storage directly. The window's end is remembered per key
         # and asked again only when a window opens or has passed: one storage call per
@@ -69,11 +70,11 @@ class RateLimiter:
             if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
                 self._logged_at = time.monotonic()
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
-            return headers, None
+            return None, None
         self.store_error = None
         reset = max(0, math.ceil(reset_at - time.time()))
-        headers["RateLimit"] = f'"{POLICY}";r={max(0, self.item.amount - count)};t={reset}'
-        return headers, None if count <= self.item.amount else reset
+        remaining = f'"{POLICY}";r={max(0, self.item.amount - count)};t={reset}'.encode()
+        return remaining, None if count <= self.item.amount else reset
 
     def _key_for(self, api_key_id: int) -> str:
         if len(self._keys) >= _KEYS_MAX:  # bounded: a few thousand keys in practice

@@ -66,6 +66,13 @@ class Store(Protocol):
     """Typed queries over one database. Every method raises ``errors.Unavailable``
     when the database cannot be reached."""
 
+    #: True when a page of animals that more animals follow can never change, so it
+    #: may be cached for good: animals are never changed or removed (the interface
+    #: has no such operation) and every new id is above every committed one.
+    #: SQLite: one writer at a time and AUTOINCREMENT. Not PostgreSQL, where an id
+    #: taken from the sequence earlier can commit later.
+    full_pages_are_final: bool
+
     async def create_pet(
         self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
     ) -> Pet | IdempotencyRecord:

@@ -76,6 +76,8 @@ class PostgresStore:
     """:class:`petstore.store.Store` over one PostgreSQL database (created by the
     migrations). Build it with :meth:`open`; use it from one event loop."""
 
+    full_pages_are_final = False
+
     def __init__(self, pool: AsyncConnectionPool[_Connection]) -> None:
         self._pool = pool
         self._creates = GroupCommitter(self._insert_pets)

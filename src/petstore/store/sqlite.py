@@ -77,6 +77,8 @@ def _api_key(row: tuple[Any, ...]) -> ApiKey:
 class SQLiteStore:
     """:class:`petstore.store.Store` over one SQLite file (created by the migrations)."""
 
+    full_pages_are_final = True
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
