@@ -146,6 +146,18 @@ class PetsApi:
             (name.lower().encode(), value.encode())
             for name, value in services.deprecation_headers.items()
         ]
+        self._deprecation_by_base: dict[str, Headers] = {}
+
+    def _deprecation(self, base_url: str) -> Headers:
+        """getPet's D14 headers, the Link absolute under ``base_url``; built once for
+        each of the first 64 base URLs seen, as ``_base_url`` does."""
+        headers = self._deprecation_by_base.get(base_url)
+        if headers is None:
+            link = f'<{base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
+            headers = [*self._deprecation_headers, (b"link", link.encode())]
+            if len(self._deprecation_by_base) < 64:
+                self._deprecation_by_base[base_url] = headers
+        return headers
 
     def route(self, method: str, path: str) -> tuple[str, str, Operation] | None:
         """``(route template, operation id, handler)`` for a request to one of the
@@ -270,8 +282,7 @@ class PetsApi:
         """getPet (deprecated, D14): one animal by id; 410 from the sunset on. Every
         answer, errors and 500 included, carries the deprecation headers."""
         services = self.services
-        link = f'<{_base_url(exchange)}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
-        exchange.headers += [*self._deprecation_headers, (b"link", link.encode())]
+        exchange.headers += self._deprecation(_base_url(exchange))
         try:
             await self._authenticate(exchange)
             pets.check_sunset(services.clock())

@@ -61,9 +61,10 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
             registry=self.registry,
         )
-        self.in_flight = Gauge(
+        self._in_flight = 0  # a plain count, read when scraped: no lock per request
+        Gauge(
             "petstore_requests_in_flight", "Requests being answered.", registry=self.registry
-        )
+        ).set_function(lambda: self._in_flight)
         self.rate_limited = Counter(
             "petstore_rate_limited", "Requests refused with 429 (D15).", registry=self.registry
         )
@@ -79,8 +80,13 @@ class Metrics:
         """Report ``pool_stats()`` (name -> value) as ``petstore_db_pool_<name>`` gauges."""
         self.registry.register(_PoolCollector(pool_stats))
 
+    def started(self) -> None:
+        """Count one request in flight until its :meth:`record`."""
+        self._in_flight += 1
+
     def record(self, operation: str, status: int, seconds: float) -> None:
-        """Count one answered request."""
+        """Count one answered request (no longer in flight)."""
+        self._in_flight -= 1
         children = self._children.get((operation, status))
         if children is None:  # label lookups cost; do each once
             children = (

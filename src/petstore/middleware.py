@@ -72,7 +72,7 @@ class ServiceMiddleware:
         headers = [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)]
         started = time.perf_counter()
         if self.metrics is not None:
-            self.metrics.in_flight.inc()
+            self.metrics.started()
         method = scope["method"]
         matched = None
         if self.api is not None and not scope.get("root_path"):
@@ -92,7 +92,6 @@ class ServiceMiddleware:
             status, api_key_id = exchange.status, exchange.api_key_id
         seconds = time.perf_counter() - started
         if self.metrics is not None:
-            self.metrics.in_flight.dec()
             self.metrics.record(operation, status, seconds)
         client = scope.get("client")
         logs.access(

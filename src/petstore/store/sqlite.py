@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,13 +32,21 @@ _IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, respon
 _Create = tuple[NewPet, IdempotencyClaim | None]
 
 
-@contextmanager
-def _reachable() -> Iterator[None]:
-    """Turn driver errors that mean "database not usable now" into 503 (D10)."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        raise errors.Unavailable("the database is unavailable; retry shortly") from exc
+class _Reachable:
+    """``with _reachable:`` turns driver errors that mean "database not usable now"
+    into 503 (D10). A class, not a generator: it is entered on every read."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if kind is not None and issubclass(kind, sqlite3.OperationalError):
+            raise errors.Unavailable("the database is unavailable; retry shortly") from exc
+
+
+_reachable = _Reachable()
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
@@ -102,7 +108,7 @@ class SQLiteStore:
         record is rolled back to its savepoint and answered with that record (D16)."""
         conn = self._writer
         results: list[Pet | IdempotencyRecord] = []
-        with _reachable():
+        with _reachable:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for new, claim in creates:
@@ -159,7 +165,7 @@ class SQLiteStore:
     async def find_idempotency_record(
         self, api_key_id: int, key: str, *, created_after: datetime
     ) -> IdempotencyRecord | None:
-        with _reachable():
+        with _reachable:
             row = self._reader.execute(
                 f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
                 "WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?",
@@ -175,7 +181,7 @@ class SQLiteStore:
         return len(rows)
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
-        with _reachable():
+        with _reachable:
             if status is None:
                 rows = self._reader.execute(
                     f"SELECT {_PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?",  # noqa: S608
@@ -190,7 +196,7 @@ class SQLiteStore:
         return [pet_from_row(row) for row in rows]
 
     async def get_pet(self, pet_id: int) -> Pet | None:
-        with _reachable():
+        with _reachable:
             row = self._reader.execute(
                 f"SELECT {_PET_COLUMNS} FROM pets WHERE id = ?",  # noqa: S608
                 (pet_id,),
@@ -201,7 +207,7 @@ class SQLiteStore:
 
     async def _write(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
-            with _reachable():
+            with _reachable:
                 return self._writer.execute(sql, params).fetchall()
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
@@ -230,7 +236,7 @@ class SQLiteStore:
         return _api_key(rows[0])
 
     async def list_api_keys(self) -> list[ApiKey]:
-        with _reachable():
+        with _reachable:
             rows = self._reader.execute(
                 f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id"  # noqa: S608
             ).fetchall()
@@ -244,7 +250,7 @@ class SQLiteStore:
         return bool(rows)
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        with _reachable():
+        with _reachable:
             rows = self._reader.execute(
                 "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = ?",
                 (prefix,),
@@ -252,7 +258,7 @@ class SQLiteStore:
         return [ApiKeyRecord(row[0], row[1], _time(row[2]), _time(row[3])) for row in rows]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
-        with _reachable():
+        with _reachable:
             (count,) = self._reader.execute(
                 "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL "
                 "AND (expires_at IS NULL OR expires_at > ?)",
@@ -261,7 +267,7 @@ class SQLiteStore:
         return int(count)
 
     async def schema_revision(self) -> str | None:
-        with _reachable():
+        with _reachable:
             try:
                 row = self._reader.execute("SELECT version_num FROM alembic_version").fetchone()
             except sqlite3.OperationalError as exc:
