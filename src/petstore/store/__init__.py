@@ -69,8 +69,9 @@ class Store(Protocol):
     #: True when a page of animals that more animals follow can never change, so it
     #: may be cached for good: animals are never changed or removed (the interface
     #: has no such operation) and every new id is above every committed one.
-    #: SQLite: one writer at a time and AUTOINCREMENT. Not PostgreSQL, where an id
-    #: taken from the sequence earlier can commit later.
+    #: SQLite: one writer at a time and AUTOINCREMENT, within this file. Not claimed
+    #: for PostgreSQL, whose commit order rests on every writer taking the id-order
+    #: lock, which compatible engines may lack (docs/operations.md, section 8).
     full_pages_are_final: bool
 
     async def create_pet(
