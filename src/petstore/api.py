@@ -108,16 +108,8 @@ class Exchange:
         await self.send({"type": "http.response.body", "body": body})
 
     async def respond_error(self, error: errors.PetstoreError) -> None:
-        """Send ``error`` as its Error body (D10) with its headers; a 5xx with a cause
-        (the database fault behind a 503) is logged with it."""
-        if error.status >= 500 and error.__cause__ is not None:
-            error_log.error(
-                "%s: %s",
-                error.code,
-                error.message,
-                exc_info=error.__cause__,
-                extra={"request_id": self.request_id},
-            )
+        """Send ``error`` as its Error body (D10) with its headers (see :func:`log_fault`)."""
+        log_fault(error, self.request_id)
         await self.respond(
             error.status,
             error.body(),
@@ -126,6 +118,19 @@ class Exchange:
 
 
 Operation = Callable[[Exchange], Awaitable[None]]
+
+
+def log_fault(error: errors.PetstoreError, request_id: str) -> None:
+    """Log a 5xx ``error`` that has a cause (the database fault behind a 503) with
+    that cause's traceback, under ``request_id``; others are not faults of ours."""
+    if error.status >= 500 and error.__cause__ is not None:
+        error_log.error(
+            "%s: %s",
+            error.code,
+            error.message,
+            exc_info=error.__cause__,
+            extra={"request_id": request_id},
+        )
 
 
 class PetsApi:

@@ -49,14 +49,7 @@ async def _render_error(request: Request, exc: Exception) -> Response:
         exc = errors.from_http_status(exc.status_code, exc.headers)
     elif not isinstance(exc, errors.PetstoreError):
         exc = errors.InternalError("an unexpected error occurred; it has been logged")
-    if exc.status >= 500 and exc.__cause__ is not None:
-        error_log.error(
-            "%s: %s",
-            exc.code,
-            exc.message,
-            exc_info=exc.__cause__,
-            extra={"request_id": request.state.request_id},
-        )
+    api.log_fault(exc, request.state.request_id)
     return Response(
         exc.body(), status_code=exc.status, headers=exc.headers, media_type="application/json"
     )
