@@ -569,14 +569,14 @@ def test_a_page_asked_again_is_the_same_and_a_last_page_shows_new_animals(
 
 def test_page_cache_holds_at_most_its_bytes() -> None:
     cache = PageCache(max_bytes=10)
-    cache.put((None, 0, 2), b"[1,2]", 2)
-    cache.put((PetStatus.SOLD, 0, 2), b"[3,4]", 4)
-    assert cache.get((None, 0, 2)) == (b"[1,2]", 2)
-    assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", 4)
-    cache.put((None, 2, 2), b"[5]", 5)
+    cache.put((None, 0, 2), b"[1,2]", "c2")
+    cache.put((PetStatus.SOLD, 0, 2), b"[3,4]", "c4")
+    assert cache.get((None, 0, 2)) == (b"[1,2]", "c2")
+    assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", "c4")
+    cache.put((None, 2, 2), b"[5]", "c5")
     assert cache.get((None, 0, 2)) is None
     assert cache.get((PetStatus.SOLD, 0, 2)) is None
-    assert cache.get((None, 2, 2)) == (b"[5]", 5)
+    assert cache.get((None, 2, 2)) == (b"[5]", "c5")
 
 
 def _flip_middle(cursor: str) -> str:

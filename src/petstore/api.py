@@ -233,17 +233,19 @@ class PetsApi:
                 page, more = await pets.list_page(
                     services.store, status=status, limit=limit, after_id=after_id
                 )
-                body, last_id = encode(page), page[-1].id if more else 0
-                if more and self._pages is not None:
-                    self._pages.put(key, body, last_id)
+                body = encode(page)
+                next_cursor = (
+                    services.cursors.issue(last_id=page[-1].id, status=status) if more else None
+                )
+                if next_cursor is not None and self._pages is not None:
+                    self._pages.put(key, body, next_cursor)
             else:
-                (body, last_id), more = cached, True
+                body, next_cursor = cached
         except errors.PetstoreError as exc:
             await exchange.respond_error(exc)
             return
         headers: Headers = []
-        if more:
-            next_cursor = services.cursors.issue(last_id=last_id, status=status)
+        if next_cursor is not None:
             link = pagination.next_link(
                 f"{_base_url(exchange)}v1/pets", cursor=next_cursor, limit=limit, status=status
             )

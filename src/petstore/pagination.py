@@ -21,6 +21,7 @@ _VERSION = 1
 _PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
 _SIGNATURE_BYTES = 16
 _STATUSES = list(PetStatus)
+_VERIFIED_MAX = 10_000
 
 
 class CursorSigner:
@@ -28,6 +29,9 @@ class CursorSigner:
 
     def __init__(self, secret: bytes) -> None:
         self._secret = secret
+        # Cursors verified before: the check is a pure function of the cursor and the
+        # status, and a client walking pages presents each cursor again and again.
+        self._verified: dict[tuple[str, PetStatus | None], int] = {}
 
     def _sign(self, payload: bytes) -> bytes:
         return hmac.digest(self._secret, payload, "sha256")[:_SIGNATURE_BYTES]
@@ -44,6 +48,15 @@ class CursorSigner:
         Raises InvalidRequest when the cursor was not issued by this deployment,
         was altered in any way, or was issued for another ``status``.
         """
+        last_id = self._verified.get((cursor, status))
+        if last_id is None:
+            last_id = self._verify(cursor, status)
+            if len(self._verified) >= _VERIFIED_MAX:
+                self._verified.clear()
+            self._verified[(cursor, status)] = last_id
+        return last_id
+
+    def _verify(self, cursor: str, status: PetStatus | None) -> int:
         invalid = errors.InvalidRequest("cursor: not a cursor issued by this service")
         try:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
@@ -91,16 +104,16 @@ class PageCache:
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._pages: dict[PageKey, tuple[bytes, int]] = {}
+        self._pages: dict[PageKey, tuple[bytes, str]] = {}
 
-    def get(self, key: PageKey) -> tuple[bytes, int] | None:
-        """The JSON body and last id of the page ``key``, if held."""
+    def get(self, key: PageKey) -> tuple[bytes, str] | None:
+        """The JSON body of the page ``key`` and the cursor of the page after it, if held."""
         return self._pages.get(key)
 
-    def put(self, key: PageKey, body: bytes, last_id: int) -> None:
-        """Hold the page ``key``: its JSON ``body`` and the id of its last animal."""
+    def put(self, key: PageKey, body: bytes, next_cursor: str) -> None:
+        """Hold the page ``key``: its JSON ``body`` and the cursor that follows it."""
         if self._bytes + len(body) > self._max_bytes:
             self._pages.clear()
             self._bytes = 0
-        self._pages[key] = (body, last_id)
+        self._pages[key] = (body, next_cursor)
         self._bytes += len(body)
