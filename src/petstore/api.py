@@ -164,24 +164,24 @@ class PetsApi:
                 self._deprecation_by_base[base_url] = headers
         return headers
 
-    def route(self, method: str, path: str) -> tuple[str, str, Operation] | None:
-        """``(route template, operation id, handler)`` for a request to one of the
-        operations' paths, or None for any other path (Starlette answers those).
+    def route(self, method: str, path: str) -> tuple[str, Operation] | None:
+        """``(route template, handler)`` for a request to one of the operations'
+        paths, or None for any other path (Starlette answers those).
 
         A method the path does not have gets :meth:`method_not_allowed` (405).
         """
         if path == COLLECTION:
             if method in ("GET", "HEAD"):
-                return COLLECTION, "listPets", self.list_pets
+                return COLLECTION, self.list_pets
             if method == "POST":
-                return COLLECTION, "createPet", self.create_pet
-            return COLLECTION, COLLECTION, self.method_not_allowed
+                return COLLECTION, self.create_pet
+            return COLLECTION, self.method_not_allowed
         if path.startswith(_ITEM_PREFIX) and len(path) > len(_ITEM_PREFIX):
             if "/" in path[len(_ITEM_PREFIX) :]:
                 return None
             if method in ("GET", "HEAD"):
-                return ITEM, "getPet", self.get_pet
-            return ITEM, ITEM, self.method_not_allowed
+                return ITEM, self.get_pet
+            return ITEM, self.method_not_allowed
         return None
 
     async def method_not_allowed(self, exchange: Exchange) -> None:

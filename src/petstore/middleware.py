@@ -79,9 +79,9 @@ class ServiceMiddleware:
             matched = self.api.route(method, scope["path"])
         if matched is None:
             route, status = await self._call_app(scope, receive, send, headers)
-            operation, api_key_id = operation_of(route, method), None
+            api_key_id = None
         else:
-            route, operation, operation_handler = matched
+            route, operation_handler = matched
             exchange = Exchange(scope, receive, send, request_id, headers)
             try:
                 await operation_handler(exchange)
@@ -92,7 +92,7 @@ class ServiceMiddleware:
             status, api_key_id = exchange.status, exchange.api_key_id
         seconds = time.perf_counter() - started
         if self.metrics is not None:
-            self.metrics.record(operation, status, seconds)
+            self.metrics.record(operation_of(route, method), status, seconds)
         client = scope.get("client")
         logs.access(
             request_id=request_id,
