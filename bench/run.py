@@ -123,12 +123,9 @@ def set_up(stack: ExitStack, args: argparse.Namespace) -> Stage:
     """Seed the database, start the service, capture its answers (and S5's deep
     pages), start the baseline; every step is undone when ``stack`` closes."""
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="petstore-bench-")))
-    if args.backend == "sqlite":
-        database_url = stack.enter_context(seed.sqlite_database(pets=args.pets))
-    else:
-        database_url = stack.enter_context(
-            seed.postgres_database(args.postgres_url, pets=args.pets)
-        )
+    database_url = stack.enter_context(
+        seed.database(args.backend, pets=args.pets, postgres_url=args.postgres_url)
+    )
     key = seed.create_key(database_url)
     service = servers.service(
         database_url=database_url, cpu=args.server_cpu, log=work / "service.log"

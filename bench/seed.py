@@ -17,7 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 STATUSES = ("available", "pending", "sold")
@@ -152,6 +152,14 @@ def postgres_database(admin_url: str, *, pets: int) -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database(backend: str, *, pets: int, postgres_url: str) -> AbstractContextManager[str]:
+    """The seeded database of ``backend`` (``sqlite`` or ``postgres``, the latter on the
+    server of ``postgres_url``), removed afterwards; yields its URL."""
+    if backend == "sqlite":
+        return sqlite_database(pets=pets)
+    return postgres_database(postgres_url, pets=pets)
 
 
 def create_key(database_url: str) -> str:

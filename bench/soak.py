@@ -48,12 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load = wrk.Load(wrk=wrk.ensure_installed(), cpu=1, threads=1, connections=args.connections)
     with ExitStack() as stack:
-        if args.backend == "sqlite":
-            database_url = stack.enter_context(seed.sqlite_database(pets=args.pets))
-        else:
-            database_url = stack.enter_context(
-                seed.postgres_database(args.postgres_url, pets=args.pets)
-            )
+        database_url = stack.enter_context(
+            seed.database(args.backend, pets=args.pets, postgres_url=args.postgres_url)
+        )
         key = seed.create_key(database_url)
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="petstore-soak-")))
         server = stack.enter_context(

@@ -27,7 +27,7 @@ import httpx2
 import pytest
 
 from petstore import db
-from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
+from tests.conftest import LiveServer, all_pets, child_pids, postgres_database, run_sql
 
 pytestmark = pytest.mark.slow
 
@@ -38,20 +38,6 @@ CLIENT_TIMEOUT = 15.0
 #: D10: a request meeting an unreachable database is answered 503 within this bound.
 OUTAGE_ANSWER_SECONDS = 7.0
 STATUSES = ("available", "pending", "sold")
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (granian's workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -90,7 +76,7 @@ class CrashableServer(LiveServer):
     def start(self, *args: str) -> None:
         super().start(*args)
         assert self.process is not None
-        self.workers += _children(self.process.pid)
+        self.workers += child_pids(self.process.pid)
         if not self.key:
             self.key = self.dev_key  # printed on the first start only
 
@@ -101,7 +87,7 @@ class CrashableServer(LiveServer):
     def crash(self) -> None:
         """SIGKILL the main process and every worker, no clean shutdown of any."""
         assert self.process is not None
-        workers = _children(self.process.pid)
+        workers = child_pids(self.process.pid)
         self.process.kill()
         for pid in workers:
             _kill(pid)
@@ -591,7 +577,7 @@ def test_sqlite_locked_by_another_process_is_503_for_writes_then_recovers(
 def test_sigkill_of_the_main_process_leaves_no_worker_serving(tmp_path: Path) -> None:
     with _serving("sqlite", tmp_path) as (server, _):
         assert server.process is not None
-        workers = _children(server.process.pid)
+        workers = child_pids(server.process.pid)
         assert workers
         server.process.kill()
         server.process.wait()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, child_pids
 
 pytestmark = pytest.mark.slow
 
@@ -136,17 +136,7 @@ def post_head(key: str, *framing: str) -> bytes:
 def worker_pid(server: LiveServer) -> int:
     """The pid of the one granian worker: the child of the ``petstore serve`` process."""
     assert server.process is not None
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces, so split after its ")".
-        if int(stat.rpartition(")")[2].split()[1]) == server.process.pid:
-            children.append(int(entry.name))
+    children = child_pids(server.process.pid)
     assert len(children) == 1, children
     return children[0]
 

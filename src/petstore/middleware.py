@@ -78,7 +78,7 @@ class ServiceMiddleware:
         if self.api is not None and not scope.get("root_path"):
             matched = self.api.route(method, scope["path"])
         if matched is None:
-            route, status = await self._call_app(scope, receive, send, headers)
+            route, status = await self._call_app(scope, receive, send, request_id, headers)
             api_key_id = None
         else:
             route, operation_handler = matched
@@ -106,12 +106,17 @@ class ServiceMiddleware:
         )
 
     async def _call_app(
-        self, scope: Scope, receive: Receive, send: Send, extra_headers: list[tuple[bytes, bytes]]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        request_id: str,
+        extra_headers: list[tuple[bytes, bytes]],
     ) -> tuple[str | None, int]:
         """Run the Starlette app with ``extra_headers`` on its response: the route
         template it matched (None if none) and the status sent."""
         state = scope.setdefault("state", {})
-        state["request_id"] = extra_headers[-1][1].decode()
+        state["request_id"] = request_id
         status = 0
 
         async def send_with_headers(message: Message) -> None:
@@ -124,7 +129,7 @@ class ServiceMiddleware:
         try:
             await self.app(scope, receive, send_with_headers)
         except Exception:
-            error_log.exception("unhandled error", extra={"request_id": state["request_id"]})
+            error_log.exception("unhandled error", extra={"request_id": request_id})
             if status == 0:
                 fault = _internal_error()
                 await send_with_headers(
