@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 from petstore import logs
 from petstore.app import create_app
 from petstore.config import Settings, SettingsError, load_settings
+from petstore.metrics import Metrics
 from tests.conftest import LiveServer, free_port
 
 
@@ -59,6 +60,29 @@ def test_metrics_count_requests_by_operation_and_status(
     assert _sample(text, "petstore_requests_in_flight") == 1  # the scrape itself
     assert _sample(text, "petstore_db_pool_size") >= 1
     assert "petstore_db_pool_writes_waiting" in text
+
+
+def test_request_durations_fall_in_cumulative_le_buckets() -> None:
+    # Prometheus' histogram: a bucket counts the observations at or below its bound.
+    metrics = Metrics()
+    for seconds in (0.0007, 0.001, 0.001, 3.0):
+        metrics.started()
+        metrics.record("getPet", 200, seconds)
+    metrics.started()
+    metrics.record("getPet", 404, 0.02)
+    text = _labels_sorted(metrics.render().decode())
+    name = "petstore_request_duration_seconds"
+    assert _sample(text, f"{name}_bucket", operation="getPet", le="0.0005") == 0
+    assert _sample(text, f"{name}_bucket", operation="getPet", le="0.001") == 3
+    assert _sample(text, f"{name}_bucket", operation="getPet", le="0.025") == 4
+    assert _sample(text, f"{name}_bucket", operation="getPet", le="2.5") == 4
+    assert _sample(text, f"{name}_bucket", operation="getPet", le="+Inf") == 5
+    assert _sample(text, f"{name}_count", operation="getPet") == 5
+    assert _sample(text, f"{name}_sum", operation="getPet") == pytest.approx(3.0227)
+    assert _sample(text, "petstore_requests_total", operation="getPet", status="200") == 4
+    assert _sample(text, "petstore_requests_total", operation="getPet", status="404") == 1
+    assert _sample(text, "petstore_requests_in_flight") == 0
+    assert "petstore_requests_created{" in text  # as prometheus_client's Counter writes
 
 
 def test_metrics_count_rate_limited_and_idempotent_replays(
