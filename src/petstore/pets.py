@@ -58,6 +58,8 @@ def parse_status(raw: str | None) -> PetStatus | None:
 
 def parse_pet_id(raw: str) -> int:
     """``petId`` from the path: any int64 (D11; 0 and negatives are then 404)."""
+    if len(raw) <= 18 and raw.isdigit() and raw.isascii():
+        return int(raw)  # the usual id: plain digits, well inside int64
     value = _decimal(raw, max_digits=19)
     if value is None or not -INT64_MAX - 1 <= value <= INT64_MAX:
         raise errors.InvalidRequest(f"petId: must be a 64-bit integer, got {raw[:40]!r}")
