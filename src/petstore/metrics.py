@@ -8,8 +8,10 @@ store when scraped.
 
 from __future__ import annotations
 
+import threading
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 
@@ -73,22 +75,34 @@ class _RequestCollector(Collector):
         # (the last one for +Inf), then the sum of seconds, then created.
         self._requests: dict[tuple[str, int], list[float]] = {}
         self._latency: dict[str, list[float]] = {}
+        # Requests not yet counted, folded in 256 at a time and before every scrape
+        # (deque appends and pops are atomic; the lock keeps two folds apart).
+        self._pending: deque[tuple[str, int, float]] = deque()
+        self._folding = threading.Lock()
 
     def record(self, operation: str, status: int, seconds: float) -> None:
         """Count one request of ``operation`` answered with ``status`` in ``seconds``."""
-        counter = self._requests.get((operation, status))
-        if counter is None:
-            counter = self._requests[(operation, status)] = [0, time.time()]
-        counter[0] += 1
-        histogram = self._latency.get(operation)
-        if histogram is None:
-            histogram = self._latency[operation] = [0] * (len(_LE) + 1) + [time.time()]
-        histogram[bisect_left(LATENCY_BUCKETS, seconds)] += 1  # le: seconds <= bound
-        histogram[-2] += seconds
+        self._pending.append((operation, status, seconds))
+        if len(self._pending) >= 256:
+            self._fold()
+
+    def _fold(self) -> None:
+        with self._folding:
+            pending, requests, latency = self._pending, self._requests, self._latency
+            while pending:
+                operation, status, seconds = pending.popleft()
+                counter = requests.get((operation, status))
+                if counter is None:
+                    counter = requests[(operation, status)] = [0, time.time()]
+                counter[0] += 1
+                histogram = latency.get(operation)
+                if histogram is None:
+                    histogram = latency[operation] = [0] * (len(_LE) + 1) + [time.time()]
+                histogram[bisect_left(LATENCY_BUCKETS, seconds)] += 1  # le: seconds <= bound
+                histogram[-2] += seconds
 
     def collect(self) -> Iterator[Metric]:
-        # list() copies in one step under the GIL: safe while requests are counted
-        # (the separate metrics port scrapes from its own thread).
+        self._fold()
         requests = CounterMetricFamily(
             "petstore_requests", "Requests answered.", labels=["operation", "status"]
         )
