@@ -19,7 +19,8 @@ import msgspec
 
 #: Attributes a request's log line may carry beyond the message (see middleware).
 REQUEST_FIELDS = ("request_id", "method", "route", "status", "duration_ms", "api_key_id", "client")
-_encode = msgspec.json.Encoder().encode
+_encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
 access_log = logging.getLogger("petstore.access")
 
 
@@ -104,27 +105,29 @@ class _BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
 
     def _write_access(self) -> None:
         # Called with the lock held.
-        write, pending, logger = self.stream.write, self._access, access_log.name
+        pending, logger, lines = self._access, access_log.name, []
         while pending:
             at, request_id, method, route, path, status, seconds, api_key_id, client = (
                 pending.popleft()
             )
             ms = seconds * 1000
-            line = _AccessLine(
-                time=_timestamp(at),
-                level="INFO",
-                logger=logger,
-                message=f"{method} {route or path} {status} {ms:.1f}ms",
-                request_id=request_id,
-                method=method,
-                route=route,
-                status=status,
-                duration_ms=round(ms, 3),
-                api_key_id=api_key_id,
-                client=client,
+            lines.append(
+                _AccessLine(
+                    time=_timestamp(at),
+                    level="INFO",
+                    logger=logger,
+                    message=f"{method} {route or path} {status} {ms:.1f}ms",
+                    request_id=request_id,
+                    method=method,
+                    route=route,
+                    status=status,
+                    duration_ms=round(ms, 3),
+                    api_key_id=api_key_id,
+                    client=client,
+                )
             )
-            write(_encode(line))
-            write(b"\n")
+        if lines:
+            self.stream.write(_encoder.encode_lines(lines))  # one JSON object a line
 
 
 _AccessFields = tuple[float, str, str, str | None, str, int, float, int | None, str | None]
