@@ -4,6 +4,7 @@ decisions that shape them: D1-D9, D11, D14."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -12,6 +13,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from petstore import errors, pets
 from petstore.app import create_app
 from petstore.config import Settings
 from petstore.pagination import PageCache
@@ -782,6 +784,27 @@ def test_get_pet_from_the_sunset_on_is_410_gone_naming_the_replacement(
     assert REPLACEMENT.search(message), message
     assert_deprecation_headers(response)
     assert listed(client, auth) == [pet], "the replacement still works"
+
+
+@pytest.mark.parametrize(
+    ("epoch", "gone"),
+    [
+        (SUNSET_INSTANT.timestamp() - 0.001, False),
+        (SUNSET_INSTANT.timestamp(), True),
+        (datetime(2031, 6, 1, tzinfo=UTC).timestamp(), True),
+    ],
+)
+def test_the_wall_clock_sunset_check_turns_at_the_sunset(
+    monkeypatch: pytest.MonkeyPatch, epoch: float, gone: bool
+) -> None:
+    # A served app without an injected clock reads the wall clock as epoch seconds.
+    check = pets.sunset_check(None)
+    monkeypatch.setattr(time, "time", lambda: epoch)
+    if gone:
+        with pytest.raises(errors.Gone, match=r"removed on Thu, 05 Dec 2030 00:00:00 GMT"):
+            check()
+    else:
+        check()
 
 
 def test_get_pet_of_a_missing_animal_after_the_sunset_is_410(

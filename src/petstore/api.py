@@ -55,6 +55,8 @@ class Services:
     verifier: KeyVerifier
     cursors: pagination.CursorSigner
     clock: Callable[[], datetime]
+    #: getPet's sunset check (D14), on ``clock``: :func:`pets.sunset_check`.
+    check_sunset: Callable[[], None]
     max_body_bytes: int
     body_timeout_seconds: float
     schema_usable: Callable[[str | None], bool]
@@ -292,7 +294,7 @@ class PetsApi:
         exchange.headers += self._deprecation(_base_url(exchange))
         try:
             await self._authenticate(exchange)
-            pets.check_sunset(services.clock())
+            services.check_sunset()
             pet_id = pets.parse_pet_id(exchange.scope["path"][len(_ITEM_PREFIX) :])
             pet = await pets.get(services.store, pet_id)
         except errors.PetstoreError as exc:

@@ -86,6 +86,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> ServiceMiddlewa
             verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
             cursors=pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode()),
             clock=clock,
+            check_sunset=pets.sunset_check(None if clock is utc_now else clock),
             max_body_bytes=settings.max_body_bytes,
             body_timeout_seconds=settings.body_timeout_seconds,
             schema_usable=db.schema_is_usable,

@@ -6,6 +6,8 @@ No web framework here: functions take validated values and a Store, and raise
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -18,6 +20,7 @@ LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
 #: interface: Versioning: getPet is removed on 5 December 2030 (00:00:00 GMT).
 SUNSET = datetime(2030, 12, 5, tzinfo=UTC)
 SUNSET_HEADER = format_datetime(SUNSET, usegmt=True)  # RFC 8594: IMF-fixdate
+_SUNSET_EPOCH = SUNSET.timestamp()
 REPLACEMENT = "GET /v1/pets with the status filter"
 
 
@@ -89,9 +92,24 @@ async def get(store: Store, pet_id: int) -> Pet:
     return pet
 
 
-def check_sunset(now: datetime) -> None:
-    """Raise Gone once ``now`` is at or after getPet's sunset (D14)."""
-    if now >= SUNSET:
-        raise errors.Gone(
-            f"GET /v1/pets/{{petId}} was removed on {SUNSET_HEADER}; use {REPLACEMENT}"
-        )
+def sunset_check(clock: Callable[[], datetime] | None) -> Callable[[], None]:
+    """A check that raises Gone once getPet's sunset has come (D14), on ``clock``, or
+    on the wall clock when None (read as epoch seconds: no datetime per request)."""
+    if clock is None:
+
+        def check_wall_clock() -> None:
+            if time.time() >= _SUNSET_EPOCH:
+                raise _gone()
+
+        return check_wall_clock
+    now = clock
+
+    def check_clock() -> None:
+        if now() >= SUNSET:
+            raise _gone()
+
+    return check_clock
+
+
+def _gone() -> errors.Gone:
+    return errors.Gone(f"GET /v1/pets/{{petId}} was removed on {SUNSET_HEADER}; use {REPLACEMENT}")
