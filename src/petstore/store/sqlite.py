@@ -12,11 +12,14 @@ means durably committed).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import queue
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from petstore import errors
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
@@ -30,6 +33,8 @@ _PET_COLUMNS = "id, name, category_id, status"
 _KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
 _IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
 _Create = tuple[NewPet, IdempotencyClaim | None]
+_T = TypeVar("_T")
+_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
 
 
 class _Reachable:
@@ -80,6 +85,60 @@ def _api_key(row: tuple[Any, ...]) -> ApiKey:
     return ApiKey(row[0], row[1], row[2], created_at, _time(row[4]), _time(row[5]))
 
 
+class _Writer:
+    """The thread that owns the write connection and runs write jobs one at a time,
+    in submission order. Each job's result is handed back to the submitting event
+    loop's future: one queue put and one thread-safe callback, with none of an
+    executor's bookkeeping (a lone create spends more there than in SQLite)."""
+
+    def __init__(self, path: Path) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        opened: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(path, opened), name="sqlite-writer", daemon=True
+        )
+        self._thread.start()
+        opened.result()  # raises what connecting raised
+
+    def submit(self, job: Callable[[sqlite3.Connection], _T]) -> asyncio.Future[_T]:
+        """Run ``job`` with the write connection on the writer thread; its result."""
+        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        self._jobs.put((job, future))
+        return future
+
+    def close(self) -> None:
+        """Run the jobs already submitted, close the connection, end the thread."""
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _run(self, path: Path, opened: concurrent.futures.Future[None]) -> None:
+        try:
+            conn = _connect(path, readonly=False)
+        except BaseException as exc:
+            opened.set_exception(exc)
+            return
+        opened.set_result(None)
+        while (entry := self._jobs.get()) is not None:
+            job, future = entry
+            loop = future.get_loop()
+            try:
+                result = job(conn)
+            except BaseException as exc:
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, result, None)
+        conn.close()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():  # its caller stopped waiting; the write itself is done
+        return
+    if exc is None:
+        future.set_result(result)
+    else:
+        future.set_exception(exc)
+
+
 class SQLiteStore:
     """:class:`petstore.store.Store` over one SQLite file (created by the migrations)."""
 
@@ -87,8 +146,7 @@ class SQLiteStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
-        self._writer = self._executor.submit(_connect, path, readonly=False).result()
+        self._writer = _Writer(path)
         self._reader = _connect(path, readonly=True)
         self._creates = GroupCommitter(self._commit_creates)
 
@@ -99,14 +157,16 @@ class SQLiteStore:
     ) -> Pet | IdempotencyRecord:
         return await self._creates.submit((new_pet, claim))
 
-    async def _commit_creates(self, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._insert_pets, creates)
+    def _commit_creates(
+        self, creates: list[_Create]
+    ) -> asyncio.Future[list[Pet | IdempotencyRecord]]:
+        return self._writer.submit(lambda conn: self._insert_pets(conn, creates))
 
-    def _insert_pets(self, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
+    def _insert_pets(
+        self, conn: sqlite3.Connection, creates: list[_Create]
+    ) -> list[Pet | IdempotencyRecord]:
         """One transaction for the batch; a create whose claim loses to an existing
         record is rolled back to its savepoint and answered with that record (D16)."""
-        conn = self._writer
         results: list[Pet | IdempotencyRecord] = []
         with _reachable:
             if len(creates) == 1 and creates[0][1] is None:
@@ -213,11 +273,11 @@ class SQLiteStore:
     # API keys ----------------------------------------------------------------------
 
     async def _write(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        def run() -> list[tuple[Any, ...]]:
+        def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             with _reachable:
-                return self._writer.execute(sql, params).fetchall()
+                return conn.execute(sql, params).fetchall()
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+        return await self._writer.submit(run)
 
     async def create_api_key(
         self,
@@ -289,6 +349,5 @@ class SQLiteStore:
 
     async def close(self) -> None:
         await self._creates.close()
-        self._executor.submit(self._writer.close).result()
-        self._executor.shutdown()
+        self._writer.close()
         self._reader.close()

@@ -1,0 +1,117 @@
+"""Group commit (store.batch): what the stores rely on, with a commit that records
+its batches and is held open until a test lets it finish."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from petstore import errors
+from petstore.store.batch import MAX_BATCH, GroupCommitter
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """The test as a plain function that runs it in a new event loop."""
+
+    def in_a_loop() -> None:
+        asyncio.run(test())
+
+    in_a_loop.__name__ = in_a_loop.__qualname__ = test.__name__
+    return in_a_loop
+
+
+class Recorder:
+    """A commit that records each batch and waits for ``release`` before answering
+    ``item * 10`` for each item (or raising ``fail`` when set)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.release = asyncio.Event()
+        self.fail: Exception | None = None
+
+    async def commit(self, items: list[int]) -> list[int]:
+        self.batches.append(items)
+        await self.release.wait()
+        if self.fail is not None:
+            raise self.fail
+        return [item * 10 for item in items]
+
+
+@run
+async def test_writes_that_arrive_during_a_commit_share_the_next_one() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.commit)
+    first = asyncio.ensure_future(committer.submit(1))
+    await asyncio.sleep(0)
+    rest = [asyncio.ensure_future(committer.submit(n)) for n in (2, 3, 4)]
+    await asyncio.sleep(0)
+    assert recorder.batches == [[1]]
+    assert committer.waiting == 3
+    recorder.release.set()
+    assert await asyncio.gather(first, *rest) == [10, 20, 30, 40]
+    assert recorder.batches == [[1], [2, 3, 4]]
+    assert committer.waiting == 0
+
+
+@run
+async def test_a_batch_holds_at_most_max_batch_writes() -> None:
+    recorder = Recorder()
+    recorder.release.set()
+    committer = GroupCommitter(recorder.commit)
+    results = await asyncio.gather(*(committer.submit(n) for n in range(MAX_BATCH + 2)))
+    assert results == [n * 10 for n in range(MAX_BATCH + 2)]
+    assert [len(batch) for batch in recorder.batches] == [1, MAX_BATCH, 1]
+
+
+@run
+async def test_a_failed_commit_fails_every_write_of_its_batch_and_only_those() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.commit)
+    first = asyncio.ensure_future(committer.submit(1))
+    await asyncio.sleep(0)
+    second = [asyncio.ensure_future(committer.submit(n)) for n in (2, 3)]
+    await asyncio.sleep(0)
+    recorder.fail = errors.Unavailable("disk gone")
+    recorder.release.set()
+    with pytest.raises(errors.Unavailable, match="disk gone"):
+        await first
+    for write in second:
+        with pytest.raises(errors.Unavailable, match="disk gone"):
+            await write
+    recorder.fail = None
+    assert await committer.submit(4) == 40
+
+
+@run
+async def test_a_caller_that_stops_waiting_does_not_stop_its_batch() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.commit)
+    first = asyncio.ensure_future(committer.submit(1))
+    await asyncio.sleep(0)
+    gone = asyncio.ensure_future(committer.submit(2))
+    kept = asyncio.ensure_future(committer.submit(3))
+    await asyncio.sleep(0)
+    gone.cancel()
+    recorder.release.set()
+    assert await first == 10
+    assert await kept == 30
+    assert recorder.batches == [[1], [2, 3]]  # the write of the caller that left is done
+
+
+@run
+async def test_close_commits_what_is_queued_then_refuses_writes() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.commit)
+    writes = [asyncio.ensure_future(committer.submit(n)) for n in (1, 2)]
+    await asyncio.sleep(0)
+    closing = asyncio.ensure_future(committer.close())
+    await asyncio.sleep(0)
+    assert not closing.done()
+    recorder.release.set()
+    await closing
+    assert [write.result() for write in writes] == [10, 20]
+    with pytest.raises(errors.Unavailable):
+        await committer.submit(3)
