@@ -21,6 +21,8 @@ log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
 _LOG_EVERY_SECONDS = 60.0
 _KEYS_MAX = 100_000
+#: The ``RateLimit`` field: requests remaining in the window, seconds until it resets.
+_REMAINING = f'"{POLICY}";r=%d;t=%d'.encode()
 
 
 class RateLimiter:
@@ -28,6 +30,7 @@ class RateLimiter:
 
     def __init__(self, limit: str, *, redis_url: str | None = None) -> None:
         self.item: RateLimitItem = parse(limit)
+        self._amount = self.item.amount
         self._redis: RedisStorage | None = None
         # Our own pool, so shutdown can close its connections (limits has no close).
         self._redis_pool: ConnectionPool | None = None
@@ -63,7 +66,8 @@ class RateLimiter:
         try:
             count = await self._storage.incr(key, self._expiry)
             reset_at = self._window_ends.get(key, 0.0)
-            if count == 1 or reset_at <= time.time():
+            now = time.time()
+            if count == 1 or reset_at <= now:
                 reset_at = self._window_ends[key] = await self._storage.get_expiry(key)
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self.store_error = f"{type(exc).__name__}: {exc}"
@@ -72,9 +76,10 @@ class RateLimiter:
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
             return None, None
         self.store_error = None
-        reset = max(0, math.ceil(reset_at - time.time()))
-        remaining = f'"{POLICY}";r={max(0, self.item.amount - count)};t={reset}'.encode()
-        return remaining, None if count <= self.item.amount else reset
+        reset = max(0, math.ceil(reset_at - now))
+        amount = self._amount
+        remaining = _REMAINING % (amount - count if count < amount else 0, reset)
+        return remaining, None if count <= amount else reset
 
     def _key_for(self, api_key_id: int) -> str:
         if len(self._keys) >= _KEYS_MAX:  # bounded: a few thousand keys in practice
