@@ -29,9 +29,10 @@ class GroupCommitter(Generic[Item, Result]):
     one event loop.
 
     A write that finds no commit running starts one at once; the next batch starts
-    from the callback of the one before. No task sits between a caller and its
-    commit (a task switch costs a lone create more than its SQL), and a caller that
-    is cancelled does not stop the batch it is in.
+    from the done-callback of the one before. When ``commit`` returns a future (the
+    SQLite writer thread's), no task sits between a caller and its commit: a task
+    switch costs a lone create more than its SQL. A coroutine runs as a task of its
+    own. Either way a caller that is cancelled does not stop the batch it is in.
     """
 
     def __init__(self, commit: Callable[[list[Item]], Awaitable[list[Result]]]) -> None:

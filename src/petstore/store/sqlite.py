@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import queue
 import sqlite3
 import threading
@@ -121,12 +122,15 @@ class _Writer:
         while (entry := self._jobs.get()) is not None:
             job, future = entry
             loop = future.get_loop()
+            outcome: tuple[Any, BaseException | None]
             try:
-                result = job(conn)
+                outcome = job(conn), None
             except BaseException as exc:
-                loop.call_soon_threadsafe(_settle, future, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, future, result, None)
+                outcome = None, exc
+            # A loop already closed (a shutdown cut short) waits for nothing; the
+            # thread goes on to the next job, and to closing the connection.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, *outcome)
         conn.close()
 
 
