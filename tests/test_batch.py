@@ -40,14 +40,22 @@ class Recorder:
         return [item * 10 for item in items]
 
 
+async def held_then_queued(
+    committer: GroupCommitter[int, int], queued: tuple[int, ...]
+) -> tuple[asyncio.Task[int], list[asyncio.Task[int]]]:
+    """Submit 1, whose commit starts (and is held), then ``queued``, which wait."""
+    first = asyncio.ensure_future(committer.submit(1))
+    await asyncio.sleep(0)
+    rest = [asyncio.ensure_future(committer.submit(n)) for n in queued]
+    await asyncio.sleep(0)
+    return first, rest
+
+
 @run
 async def test_writes_that_arrive_during_a_commit_share_the_next_one() -> None:
     recorder = Recorder()
     committer = GroupCommitter(recorder.commit)
-    first = asyncio.ensure_future(committer.submit(1))
-    await asyncio.sleep(0)
-    rest = [asyncio.ensure_future(committer.submit(n)) for n in (2, 3, 4)]
-    await asyncio.sleep(0)
+    first, rest = await held_then_queued(committer, (2, 3, 4))
     assert recorder.batches == [[1]]
     assert committer.waiting == 3
     recorder.release.set()
@@ -70,10 +78,7 @@ async def test_a_batch_holds_at_most_max_batch_writes() -> None:
 async def test_a_failed_commit_fails_every_write_of_its_batch_and_only_those() -> None:
     recorder = Recorder()
     committer = GroupCommitter(recorder.commit)
-    first = asyncio.ensure_future(committer.submit(1))
-    await asyncio.sleep(0)
-    second = [asyncio.ensure_future(committer.submit(n)) for n in (2, 3)]
-    await asyncio.sleep(0)
+    first, second = await held_then_queued(committer, (2, 3))
     recorder.fail = errors.Unavailable("disk gone")
     recorder.release.set()
     with pytest.raises(errors.Unavailable, match="disk gone"):
@@ -89,11 +94,7 @@ async def test_a_failed_commit_fails_every_write_of_its_batch_and_only_those() -
 async def test_a_caller_that_stops_waiting_does_not_stop_its_batch() -> None:
     recorder = Recorder()
     committer = GroupCommitter(recorder.commit)
-    first = asyncio.ensure_future(committer.submit(1))
-    await asyncio.sleep(0)
-    gone = asyncio.ensure_future(committer.submit(2))
-    kept = asyncio.ensure_future(committer.submit(3))
-    await asyncio.sleep(0)
+    first, (gone, kept) = await held_then_queued(committer, (2, 3))
     gone.cancel()
     recorder.release.set()
     assert await first == 10
