@@ -102,7 +102,7 @@ class Server:
         if self.process is None or self.process.poll() is not None:
             return {}
         sizes = {"main": _rss_kib(self.process.pid)}
-        for number, child in enumerate(_children(self.process.pid), start=1):
+        for number, child in enumerate(child_pids(self.process.pid), start=1):
             sizes[f"worker {number}" if number > 1 else "worker"] = _rss_kib(child)
         return sizes
 
@@ -136,9 +136,10 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    """The live child processes of ``pid``, read from /proc."""
-    children = []
+def child_pids(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (granian's workers), from /proc,
+    in pid order. The tests use it too."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -146,10 +147,10 @@ def _children(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        # pid (comm) state ppid ...; comm may hold spaces and parentheses.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            children.append(int(entry.name))
-    return sorted(children)
+        # pid (comm) state ppid ...: comm may hold spaces, so split after its last ")".
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            found.append(int(entry.name))
+    return sorted(found)
 
 
 def service(*, database_url: str, cpu: int, log: Path) -> Server:

@@ -194,22 +194,6 @@ def free_port() -> int:
         return port
 
 
-def child_pids(pid: int) -> list[int]:
-    """The live processes whose parent is ``pid`` (granian's workers), from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces, so split after its last ")".
-        if int(stat.rpartition(")")[2].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def lifespan(app: ServiceMiddleware) -> AbstractAsyncContextManager[None]:
     """The lifespan of an app from ``create_app``: its Starlette app's, inside the
     service middleware (for tests that drive the app over httpx's ASGI transport)."""

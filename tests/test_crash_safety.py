@@ -25,9 +25,10 @@ from typing import Any
 
 import httpx2
 import pytest
+from bench.servers import child_pids
 
 from petstore import db
-from tests.conftest import LiveServer, all_pets, child_pids, postgres_database, run_sql
+from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,9 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 
 import pytest
+from bench.servers import child_pids
 
-from tests.conftest import LiveServer, child_pids
+from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.slow
 
