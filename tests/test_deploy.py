@@ -4,11 +4,14 @@ clear errors from the migration command."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
+from petstore import db
 from petstore.app import create_app
 from petstore.cli import main
 from petstore.config import Settings
@@ -63,3 +66,35 @@ def test_db_upgrade_on_an_unreachable_database_is_one_clear_line() -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: cannot reach the database")
     assert "Traceback" not in result.output
+
+
+def test_serve_with_migrate_on_an_unreachable_database_is_one_clear_line() -> None:
+    """``petstore serve`` migrates in a child process; its failure still reads as one."""
+    result = CliRunner().invoke(
+        main,
+        ["serve", "--migrate"],
+        env={"PETSTORE_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/none"},
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: cannot reach the database")
+    assert "Traceback" not in result.output
+
+
+def test_the_revisions_read_from_file_names_are_alembics() -> None:
+    """The serving processes learn the revisions from the migration files' names, not
+    from Alembic: each file is named for its revision, and they form one chain."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
+    scripts = ScriptDirectory.from_config(config)
+    chain = [script.revision for script in reversed(list(scripts.walk_revisions()))]
+    assert db.revisions() == tuple(chain)
+    assert len(chain) >= 2
+    for older, newer in pairwise(chain):
+        assert scripts.get_revision(newer).down_revision == older
+    for script in scripts.walk_revisions():
+        assert Path(script.path).name.startswith(f"{script.revision}_")
+    assert db.head_revision() == scripts.get_current_head()
+    assert db.older_revisions() == frozenset(chain[:-1])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from bench.servers import child_pids
 
 from petstore import db
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
@@ -144,3 +145,22 @@ def _run_schemathesis(live_server: LiveServer, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "No issues found" in result.stdout
+
+
+def test_the_serving_processes_never_load_the_migration_code(live_server: LiveServer) -> None:
+    """Migrations run in a child process, and /readyz knows the revisions without
+    Alembic, so neither granian's main process nor its worker maps SQLAlchemy's
+    compiled modules (21 MiB of Alembic and SQLAlchemy each, docs/performance.md)."""
+    import sqlalchemy
+
+    compiled = list(Path(sqlalchemy.__file__).parent.rglob("*.so"))
+    if not compiled:
+        pytest.skip("this SQLAlchemy has no compiled modules to look for")
+    assert httpx2.get(f"{live_server.url}/readyz").status_code == 200
+    assert live_server.process is not None
+    pids = [live_server.process.pid, *child_pids(live_server.process.pid)]
+    assert len(pids) == 2  # granian's main process and its one worker
+    for pid in pids:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "/site-packages/" in maps  # the check can see a loaded extension
+        assert "/sqlalchemy/" not in maps, f"process {pid} loaded SQLAlchemy"

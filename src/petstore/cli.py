@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -32,14 +33,22 @@ def _settings(**overrides: object) -> Settings:
 
 
 def _with_store(
-    settings: Settings, work: Callable[[Store], Awaitable[T]], *, migrate: bool = False
+    settings: Settings,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    migrate: bool = False,
+    migrate_apart: bool = False,
 ) -> T:
     """Run ``work`` against the configured store. An embedded SQLite database is always
-    migrated first; another backend only when ``migrate`` is set."""
+    migrated first; another backend only when ``migrate`` is set. With
+    ``migrate_apart``, the migrations run in a child process (:func:`_upgrade_apart`)."""
 
     async def run() -> T:
         if migrate or settings.sqlite_path is not None:
-            db.upgrade(settings.database_url, newer_is_fine=True)
+            if migrate_apart:
+                _upgrade_apart(settings.database_url)
+            else:
+                db.upgrade(settings.database_url, newer_is_fine=True)
         store = await open_store(settings.database_url, pool_size=2)
         try:
             return await work(store)
@@ -48,8 +57,34 @@ def _with_store(
 
     try:
         return asyncio.run(run())
-    except (SchemaOutOfDateError, db.UnsupportedDatabaseError, errors.PetstoreError) as exc:
+    except (
+        SchemaOutOfDateError,
+        db.UnsupportedDatabaseError,
+        db.UnreachableDatabaseError,
+        errors.PetstoreError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _upgrade_apart(url: str) -> None:
+    """``db.upgrade(url, newer_is_fine=True)`` in a child interpreter (``python -m
+    petstore.db``). ``petstore serve`` migrates this way so that Alembic and
+    SQLAlchemy (21 MiB) are never loaded into the process granian forks its workers
+    from, nor, therefore, into any worker (docs/performance.md). The URL goes by
+    environment, not argument, so that no password shows in the process list.
+
+    Raises ClickException with the child's error output when it fails.
+    """
+    child = subprocess.run(
+        [sys.executable, "-m", "petstore.db"],
+        env={**os.environ, "PETSTORE_DATABASE_URL": url},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if child.returncode != 0:
+        raise click.ClickException(child.stderr.strip() or f"migrating exited {child.returncode}")
 
 
 @click.group()
@@ -93,7 +128,7 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
             return None
         return await keys.ensure_dev_key(store, now=utc_now())
 
-    dev_key = _with_store(settings, prepare, migrate=settings.migrate_on_start)
+    dev_key = _with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
     url = f"http://{settings.host}:{settings.port}/v1"
     if dev_key is not None:
         click.echo('No active API key: created one named "dev" (shown only now):')
@@ -198,15 +233,11 @@ def db_group() -> None:
 @db_group.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration (safe to run again)."""
-    from sqlalchemy.exc import OperationalError
-
     settings = _settings()
     try:
         db.upgrade(settings.database_url)
-    except db.UnsupportedDatabaseError as exc:
+    except (db.UnsupportedDatabaseError, db.UnreachableDatabaseError) as exc:
         raise click.ClickException(str(exc)) from None
-    except OperationalError as exc:
-        raise click.ClickException(f"cannot reach the database: {exc.orig}") from None
     click.echo(f"Database is at revision {db.head_revision()}.")
 
 
