@@ -31,17 +31,25 @@ class Figures:
         """The median of ``attribute`` (a Result field) over the runs."""
         return self._median(self.baseline if baseline else self.service, attribute)
 
+    def _paired(self, attribute: str) -> float:
+        """The median over the runs of the service's ``attribute`` over the baseline's
+        in the same run (each service run follows its baseline run at once, so a
+        machine that slows down or speeds up between runs moves both)."""
+        return statistics.median(
+            float(getattr(mine, attribute)) / float(getattr(theirs, attribute) or 1e-9)
+            for mine, theirs in zip(self.service, self.baseline, strict=True)
+        )
+
     @property
     def ratio(self) -> float:
-        """Median req/s of the service over the baseline's (issue 6's figure of merit)."""
-        rate = self.median("requests_per_second", baseline=True)
-        return self.median("requests_per_second") / rate if rate else 0.0
+        """Issue 6's figure of merit, "median ratio to the baseline of the same run":
+        the median of the runs' service req/s over the baseline's."""
+        return self._paired("requests_per_second")
 
     @property
     def p99_factor(self) -> float:
-        """Median p99 of the service over the baseline's."""
-        p99 = self.median("p99_ms", baseline=True)
-        return self.median("p99_ms") / p99 if p99 else 0.0
+        """The median of the runs' service p99 over the baseline's."""
+        return self._paired("p99_ms")
 
     @property
     def non_2xx(self) -> int:

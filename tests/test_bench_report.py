@@ -1,0 +1,36 @@
+"""The benchmark's figure of merit (issue 6): the median over the runs of each run's
+service-to-baseline quotient, not the quotient of the two medians."""
+
+from __future__ import annotations
+
+import pytest
+from bench.report import Figures
+from bench.scenarios import BY_NAME
+from bench.wrk import Result
+
+
+def _runs(*rates_and_p99s: tuple[float, float]) -> list[Result]:
+    return [Result(rate, p99 / 2, p99, 0, 0) for rate, p99 in rates_and_p99s]
+
+
+def test_the_ratio_is_the_median_of_the_runs_own_ratios() -> None:
+    # Per run: 0.4, 0.7, 0.25 -> median 0.4. The medians' quotient would be 100/200 = 0.5.
+    figures = Figures(
+        BY_NAME["S3"],
+        service=_runs((40, 5), (140, 4), (100, 12)),
+        baseline=_runs((100, 2), (200, 2), (400, 3)),
+    )
+    assert figures.ratio == pytest.approx(0.4)
+    # p99 per run: 2.5, 2.0, 4.0 -> median 2.5 (the medians' quotient would be 5 / 2).
+    assert figures.p99_factor == pytest.approx(2.5)
+    assert figures.verdict("sqlite") == "missed"  # 0.4 < 0.45
+
+
+def test_a_scenario_meets_its_target_only_with_every_run_paired_and_no_error() -> None:
+    service = _runs((50, 4), (50, 4), (50, 4))
+    baseline = _runs((100, 2), (100, 2), (100, 2))
+    assert Figures(BY_NAME["S3"], service=service, baseline=baseline).verdict("sqlite") == "met"
+    failing = [*service[:2], Result(50, 2, 4, non_2xx=1, socket_errors=0)]
+    assert Figures(BY_NAME["S3"], service=failing, baseline=baseline).verdict("sqlite") == "missed"
+    with pytest.raises(ValueError, match="longer"):
+        _ = Figures(BY_NAME["S3"], service=service[:2], baseline=baseline).ratio
