@@ -221,6 +221,58 @@ def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() 
         run(gone_url, scenario, timeout=1.0)
 
 
+def _cut_every_connection_to(url: str) -> int:
+    """Terminate every server process serving ``url``'s database, as a restart of the
+    server or an idle-connection timeout between us and it would; how many."""
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (url.rsplit("/", 1)[1],),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
+    url: str,
+) -> None:
+    """The pool lends connections untested. A read that finds its connection cut is
+    run again on a fresh one, and the pool replaces the other dead ones, so neither
+    the read nor the write after it sees an error."""
+
+    async def scenario(store: PostgresStore) -> None:
+        pet = await store.create_pet(new_pet("kept"))
+        await asyncio.gather(*(store.get_pet(pet.id) for _ in range(20)))
+        assert store.pool_stats()["size"] > 1
+        assert await asyncio.to_thread(_cut_every_connection_to, url) == store.pool_stats()["size"]
+        assert await store.get_pet(pet.id) == pet
+        assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
+        after = await store.create_pet(new_pet("after"))
+        assert await store.list_pets(status=None, after_id=0, limit=10) == [pet, after]
+
+    run(url, scenario)
+
+
+def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) -> None:
+    """A write is not run again (its commit may have landed before the connection
+    died): it answers 503 (D10), and the next write finds a live connection."""
+
+    async def scenario(store: PostgresStore) -> None:
+        assert await asyncio.to_thread(_cut_every_connection_to, url) >= 1
+        with pytest.raises(errors.Unavailable):
+            await store.create_api_key(
+                name="cut", prefix="p_cut", key_hash="h-cut", created_at=NOW, expires_at=None
+            )
+        key = await store.create_api_key(
+            name="next", prefix="p_next", key_hash="h-next", created_at=NOW, expires_at=None
+        )
+        assert [k.name for k in await store.list_api_keys()] == ["next"]
+        assert key.name == "next"
+
+    run(url, scenario)
+
+
 def test_close_commits_creates_already_queued(url: str) -> None:
     async def main() -> list[Pet]:
         store = await PostgresStore.open(url)
