@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from petstore import errors
-from petstore.store.batch import MAX_BATCH, GroupCommitter
+from petstore.store.batch import MAX_BATCH, Batcher
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
@@ -41,7 +41,7 @@ class Recorder:
 
 
 async def held_then_queued(
-    committer: GroupCommitter[int, int], queued: tuple[int, ...]
+    committer: Batcher[int, int], queued: tuple[int, ...]
 ) -> tuple[asyncio.Task[int], list[asyncio.Task[int]]]:
     """Submit 1, whose commit starts (and is held), then ``queued``, which wait."""
     first = asyncio.ensure_future(committer.submit(1))
@@ -54,7 +54,7 @@ async def held_then_queued(
 @run
 async def test_writes_that_arrive_during_a_commit_share_the_next_one() -> None:
     recorder = Recorder()
-    committer = GroupCommitter(recorder.commit)
+    committer = Batcher(recorder.commit)
     first, rest = await held_then_queued(committer, (2, 3, 4))
     assert recorder.batches == [[1]]
     assert committer.waiting == 3
@@ -68,7 +68,7 @@ async def test_writes_that_arrive_during_a_commit_share_the_next_one() -> None:
 async def test_a_batch_holds_at_most_max_batch_writes() -> None:
     recorder = Recorder()
     recorder.release.set()
-    committer = GroupCommitter(recorder.commit)
+    committer = Batcher(recorder.commit)
     results = await asyncio.gather(*(committer.submit(n) for n in range(MAX_BATCH + 2)))
     assert results == [n * 10 for n in range(MAX_BATCH + 2)]
     assert [len(batch) for batch in recorder.batches] == [1, MAX_BATCH, 1]
@@ -77,7 +77,7 @@ async def test_a_batch_holds_at_most_max_batch_writes() -> None:
 @run
 async def test_a_failed_commit_fails_every_write_of_its_batch_and_only_those() -> None:
     recorder = Recorder()
-    committer = GroupCommitter(recorder.commit)
+    committer = Batcher(recorder.commit)
     first, second = await held_then_queued(committer, (2, 3))
     recorder.fail = errors.Unavailable("disk gone")
     recorder.release.set()
@@ -93,7 +93,7 @@ async def test_a_failed_commit_fails_every_write_of_its_batch_and_only_those() -
 @run
 async def test_a_caller_that_stops_waiting_does_not_stop_its_batch() -> None:
     recorder = Recorder()
-    committer = GroupCommitter(recorder.commit)
+    committer = Batcher(recorder.commit)
     first, (gone, kept) = await held_then_queued(committer, (2, 3))
     gone.cancel()
     recorder.release.set()
@@ -105,7 +105,7 @@ async def test_a_caller_that_stops_waiting_does_not_stop_its_batch() -> None:
 @run
 async def test_close_commits_what_is_queued_then_refuses_writes() -> None:
     recorder = Recorder()
-    committer = GroupCommitter(recorder.commit)
+    committer = Batcher(recorder.commit)
     writes = [asyncio.ensure_future(committer.submit(n)) for n in (1, 2)]
     await asyncio.sleep(0)
     closing = asyncio.ensure_future(committer.close())

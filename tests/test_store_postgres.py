@@ -221,6 +221,26 @@ def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() 
         run(gone_url, scenario, timeout=1.0)
 
 
+def test_concurrent_gets_are_answered_each_with_its_own_animal(url: str) -> None:
+    """getPets in flight together share queries; each caller still gets the animal it
+    asked for, None for an id with none, and an animal created just before."""
+
+    async def scenario(store: PostgresStore) -> None:
+        pets = [await store.create_pet(new_pet(f"p{i}")) for i in range(5)]
+        ids = [pet.id for pet in pets]
+        asked = [ids[i % 5] for i in range(40)] + [ids[-1] + 1000, 0, ids[0]]
+        answers = await asyncio.gather(*(store.get_pet(pet_id) for pet_id in asked))
+        by_id = {pet.id: pet for pet in pets}
+        assert answers == [by_id.get(pet_id) for pet_id in asked]
+        created = await store.create_pet(new_pet("fresh"))
+        assert await asyncio.gather(store.get_pet(created.id), store.get_pet(ids[0])) == [
+            created,
+            pets[0],
+        ]
+
+    run(url, scenario)
+
+
 def _cut_every_connection_to(url: str) -> int:
     """Terminate every server process serving ``url``'s database, as a restart of the
     server or an idle-connection timeout between us and it would; how many."""
@@ -243,7 +263,9 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
 
     async def scenario(store: PostgresStore) -> None:
         pet = await store.create_pet(new_pet("kept"))
-        await asyncio.gather(*(store.get_pet(pet.id) for _ in range(20)))
+        await asyncio.gather(
+            *(store.list_pets(status=None, after_id=0, limit=10) for _ in range(20))
+        )
         assert store.pool_stats()["size"] > 1
         assert await asyncio.to_thread(_cut_every_connection_to, url) == store.pool_stats()["size"]
         assert await store.get_pet(pet.id) == pet

@@ -1,9 +1,12 @@
-"""Group commit, shared by the stores: writes that arrive while a transaction is in
-progress wait and go together into the next one.
+"""Batches, shared by the stores: work that arrives while a batch is in progress
+waits and goes together into the next one.
 
-Each caller is answered only after the commit that holds its write, so a group
-commit costs no durability; it saves one transaction and one fsync per write when
-writes are concurrent, and adds no delay when they are not.
+Group commit: each caller is answered only after the commit that holds its write, so
+it costs no durability; it saves one transaction and one fsync per write when writes
+are concurrent, and adds no delay when they are not. Grouped reads (getPet on
+PostgreSQL): each caller's read starts after the caller arrived, so it sees every
+write answered before, as a read of its own would; it saves one round trip per read
+when reads are concurrent.
 """
 
 from __future__ import annotations
@@ -17,18 +20,19 @@ from petstore import errors
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-#: Writes committed together at most, so one transaction stays short.
+#: Items in one batch at most, so one transaction or query stays short.
 MAX_BATCH = 256
 
 
-class GroupCommitter(Generic[Item, Result]):
-    """Feeds submitted items, in arrival order, to ``commit`` in batches.
+class Batcher(Generic[Item, Result]):
+    """Feeds submitted items, in arrival order, to ``commit`` in batches (a commit of
+    writes, or one query for many reads).
 
     ``commit`` gets a list of items and returns an awaitable of one result per item,
     in order; if it fails, every caller of that batch gets the exception. Use from
     one event loop.
 
-    A write that finds no commit running starts one at once; the next batch starts
+    An item that finds no batch running starts one at once; the next batch starts
     from the done-callback of the one before. When ``commit`` returns a future (the
     SQLite writer thread's), no task sits between a caller and its commit: a task
     switch costs a lone create more than its SQL. A coroutine runs as a task of its
@@ -42,7 +46,7 @@ class GroupCommitter(Generic[Item, Result]):
         self._closed = False
 
     async def submit(self, item: Item) -> Result:
-        """Commit ``item`` with whatever else is waiting; its result once committed.
+        """Run ``item`` with whatever else is waiting; its result once its batch is done.
 
         Raises Unavailable after :meth:`close`, and whatever ``commit`` raised.
         """
@@ -85,11 +89,11 @@ class GroupCommitter(Generic[Item, Result]):
 
     @property
     def waiting(self) -> int:
-        """Writes queued for the next transaction."""
+        """Items queued for the next batch."""
         return len(self._queued)
 
     async def close(self) -> None:
-        """Commit what is already queued, then stop; later submits raise Unavailable."""
+        """Run what is already queued, then stop; later submits raise Unavailable."""
         self._closed = True
         while self._running is not None:
             await asyncio.wait([self._running])

@@ -29,7 +29,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from petstore import errors
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
-from petstore.store.batch import GroupCommitter
+from petstore.store.batch import Batcher
 
 #: The advisory lock that orders id assignment by commit (D9): b"petstore" as int64.
 ID_ORDER_LOCK = int.from_bytes(b"petstore", "big")
@@ -87,7 +87,8 @@ class PostgresStore:
 
     def __init__(self, pool: AsyncConnectionPool[_Connection]) -> None:
         self._pool = pool
-        self._creates = GroupCommitter(self._insert_pets)
+        self._creates = Batcher(self._insert_pets)
+        self._pet_reads = Batcher(self._get_pets)
 
     @classmethod  # ASYNC109: ``timeout`` bounds the store's every wait, not this call.
     async def open(cls, url: str, *, pool_size: int = 10, timeout: float = 5.0) -> PostgresStore:  # noqa: ASYNC109
@@ -268,11 +269,22 @@ class PostgresStore:
         return [pet_from_row(row) for row in rows]
 
     async def get_pet(self, pet_id: int) -> Pet | None:
+        return await self._pet_reads.submit(pet_id)
+
+    async def _get_pets(self, pet_ids: list[int]) -> list[Pet | None]:
+        """The animals of ``pet_ids``, in order, None where there is none, in one query.
+
+        getPets that arrive while one such query is in progress go together into the
+        next (:class:`Batcher`): one round trip for many, where the round trip is
+        most of a getPet's cost (docs/performance.md). Each still reads after its
+        request arrived, so it sees every animal whose 201 was sent before.
+        """
         rows = await self._read(
-            f"SELECT {_PET_COLUMNS} FROM pets WHERE id = %s",  # noqa: S608
-            (pet_id,),
+            f"SELECT {_PET_COLUMNS} FROM pets WHERE id = ANY(%s)",  # noqa: S608
+            (pet_ids,),
         )
-        return pet_from_row(rows[0]) if rows else None
+        found = {row[0]: pet_from_row(row) for row in rows}
+        return [found.get(pet_id) for pet_id in pet_ids]
 
     # API keys ----------------------------------------------------------------------
 
@@ -338,4 +350,5 @@ class PostgresStore:
     async def close(self) -> None:
         """Commit the creates already queued, then close every connection."""
         await self._creates.close()
+        await self._pet_reads.close()
         await self._pool.close()

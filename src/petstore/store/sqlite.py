@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from petstore import errors
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
-from petstore.store.batch import GroupCommitter
+from petstore.store.batch import Batcher
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
@@ -158,7 +158,7 @@ class SQLiteStore:
         self.path = path
         self._writer = _Writer(path)
         self._reader = _connect(path, readonly=True)
-        self._creates = GroupCommitter(self._commit_creates)
+        self._creates = Batcher(self._commit_creates)
 
     # Pets ---------------------------------------------------------------------------
 
