@@ -228,7 +228,8 @@ def test_concurrent_gets_are_answered_each_with_its_own_animal(url: str) -> None
     async def scenario(store: PostgresStore) -> None:
         pets = [await store.create_pet(new_pet(f"p{i}")) for i in range(5)]
         ids = [pet.id for pet in pets]
-        asked = [ids[i % 5] for i in range(40)] + [ids[-1] + 1000, 0, ids[0]]
+        extremes = [ids[-1] + 1000, 0, 2**63 - 1, -(2**63)]  # none; any int64 (D11)
+        asked = [ids[i % 5] for i in range(40)] + extremes + [ids[0]]
         answers = await asyncio.gather(*(store.get_pet(pet_id) for pet_id in asked))
         by_id = {pet.id: pet for pet in pets}
         assert answers == [by_id.get(pet_id) for pet_id in asked]
