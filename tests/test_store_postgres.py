@@ -242,6 +242,36 @@ def test_concurrent_gets_are_answered_each_with_its_own_animal(url: str) -> None
     run(url, scenario)
 
 
+def test_concurrent_lists_are_answered_each_with_its_own_page(url: str) -> None:
+    """listPets in flight together share a batch, and the same page asked twice one
+    query; each caller still gets the page it asked for, as a list of its own."""
+
+    async def scenario(store: PostgresStore) -> None:
+        pets = [
+            await store.create_pet(new_pet(f"p{i}", PetStatus.SOLD if i % 2 else PetStatus.PENDING))
+            for i in range(6)
+        ]
+        asked = [
+            (None, 0, 2),
+            (None, 0, 2),
+            (None, pets[2].id, 10),
+            (PetStatus.SOLD, 0, 10),
+            (PetStatus.SOLD, pets[3].id, 1),
+            (PetStatus.AVAILABLE, 0, 10),
+            (None, 0, 2),
+        ]
+        answers = await asyncio.gather(
+            *(store.list_pets(status=s, after_id=a, limit=n) for s, a, n in asked)
+        )
+        expected = [
+            [p for p in pets if (s is None or p.status is s) and p.id > a][:n] for s, a, n in asked
+        ]
+        assert answers == expected
+        assert answers[0] is not answers[1]  # the same page, each caller a list of its own
+
+    run(url, scenario)
+
+
 def _cut_every_connection_to(url: str) -> int:
     """Terminate every server process serving ``url``'s database, as a restart of the
     server or an idle-connection timeout between us and it would; how many."""
@@ -265,7 +295,7 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
     async def scenario(store: PostgresStore) -> None:
         pet = await store.create_pet(new_pet("kept"))
         await asyncio.gather(
-            *(store.list_pets(status=None, after_id=0, limit=10) for _ in range(20))
+            *(store.list_pets(status=None, after_id=after, limit=10) for after in range(20))
         )
         assert store.pool_stats()["size"] > 1
         assert await asyncio.to_thread(_cut_every_connection_to, url) == store.pool_stats()["size"]

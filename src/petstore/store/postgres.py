@@ -16,6 +16,7 @@ replace its idle ones, and a read is then run once more.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -39,6 +40,7 @@ _KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
 
 _Connection = psycopg.AsyncConnection[TupleRow]
 _Create = tuple[NewPet, IdempotencyClaim | None]
+_Page = tuple[PetStatus | None, int, int]
 _IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
 
 
@@ -89,6 +91,7 @@ class PostgresStore:
         self._pool = pool
         self._creates = Batcher(self._insert_pets)
         self._pet_reads = Batcher(self._get_pets)
+        self._page_reads = Batcher(self._list_pages)
 
     @classmethod  # ASYNC109: ``timeout`` bounds the store's every wait, not this call.
     async def open(cls, url: str, *, pool_size: int = 10, timeout: float = 5.0) -> PostgresStore:  # noqa: ASYNC109
@@ -255,6 +258,20 @@ class PostgresStore:
                 return cursor.rowcount
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+        return list(await self._page_reads.submit((status, after_id, limit)))
+
+    async def _list_pages(self, pages: list[_Page]) -> list[list[Pet]]:
+        """Each of ``pages`` (status, after_id, limit), in order. listPets that arrive
+        while a batch is in progress go together into the next (:class:`Batcher`):
+        the same page asked several times is read once (clients polling the first
+        page), different pages are read at once on as many connections. Each read
+        starts after its request arrived, as in :meth:`_get_pets`."""
+        distinct = list(dict.fromkeys(pages))
+        read = await asyncio.gather(*(self._list_page(*page) for page in distinct))
+        found = dict(zip(distinct, read, strict=True))
+        return [found[page] for page in pages]
+
+    async def _list_page(self, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
         if status is None:
             rows = await self._read(
                 f"SELECT {_PET_COLUMNS} FROM pets WHERE id > %s ORDER BY id LIMIT %s",  # noqa: S608
@@ -351,4 +368,5 @@ class PostgresStore:
         """Commit the creates already queued, then close every connection."""
         await self._creates.close()
         await self._pet_reads.close()
+        await self._page_reads.close()
         await self._pool.close()
