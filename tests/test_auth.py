@@ -473,6 +473,22 @@ def test_revocation_bites_on_every_instance(
         assert_unauthorized(second.get("/v1/pets", headers=bearer(key)), INVALID_TOKEN_CHALLENGE)
 
 
+def test_the_key_cache_holds_each_header_as_sent(
+    app_client: Callable[..., Any], runner: CliRunner, make_key: Callable[..., str]
+) -> None:
+    """The cache answers only the Authorization value it verified: after a revocation,
+    that value may pass until its entry goes stale (D13's window), but the same key
+    spelled another way is read from the store and refused at once."""
+    key = make_key(name="to-revoke")
+    with app_client(key_cache_seconds=5) as test_client:
+        assert test_client.get("/v1/pets", headers=bearer(key)).status_code == 200
+        revoke(runner, key)
+        assert test_client.get("/v1/pets", headers=bearer(key)).status_code == 200
+        for spelling in (f"bearer {key}", f"Bearer  {key}", f"BEARER {key}"):
+            response = test_client.get("/v1/pets", headers={"Authorization": spelling})
+            assert_unauthorized(response, INVALID_TOKEN_CHALLENGE)
+
+
 def test_revocation_is_immediate_without_a_key_cache(
     uncached_client: TestClient, runner: CliRunner, make_key: Callable[..., str]
 ) -> None:
