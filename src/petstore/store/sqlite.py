@@ -1,8 +1,9 @@
 """The SQLite store: WAL mode, reads on the event loop, writes on one writer thread.
 
 Reads are short indexed queries on a read-only connection; running them on the
-event loop costs less than a thread hop. Writes go to a single writer thread so the
-loop never waits on a lock or an fsync. Creates that arrive while a commit is in
+event loop costs less than a thread hop, and the reads of one turn of the loop share
+one read transaction (``SQLiteStore._query``). Writes go to a single writer thread so
+the loop never waits on a lock or an fsync. Creates that arrive while a commit is in
 progress are grouped into the next transaction (group commit): each request is
 still answered only after the commit that holds its row, and with
 ``synchronous=FULL`` that commit is on disk (interface: Add an animal; issue: a 201
@@ -158,7 +159,32 @@ class SQLiteStore:
         self.path = path
         self._writer = _Writer(path)
         self._reader = _connect(path, readonly=True)
+        self._reading = False  # a read transaction is open for this turn of the loop
         self._creates = Batcher(self._commit_creates)
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """Run a read on the read connection, in this event-loop turn's transaction.
+
+        The first read of a turn opens it; a callback at the next turn ends it. Every
+        request handled in a turn was handed to the loop before the turn began, so
+        before that first read: each read still sees every commit answered before
+        its request arrived. One transaction a turn, not one a read, saves each read
+        taking and releasing the WAL read lock (two ``fcntl`` calls and an ``fstat``).
+        Raises sqlite3.OperationalError when the database cannot be read.
+        """
+        if not self._reading:
+            if self._reader.in_transaction:  # the last turn's could not be ended
+                self._reader.execute("ROLLBACK")
+            self._reader.execute("BEGIN")
+            self._reading = True
+            asyncio.get_running_loop().call_soon(self._end_read)
+        return self._reader.execute(sql, params)
+
+    def _end_read(self) -> None:
+        self._reading = False
+        # If this fails, the next read ends it first, or answers 503 trying (D10).
+        with contextlib.suppress(sqlite3.Error):
+            self._reader.execute("ROLLBACK")
 
     # Pets ---------------------------------------------------------------------------
 
@@ -243,7 +269,7 @@ class SQLiteStore:
         self, api_key_id: int, key: str, *, created_after: datetime
     ) -> IdempotencyRecord | None:
         with _reachable:
-            row = self._reader.execute(
+            row = self._query(
                 f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
                 "WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?",
                 (api_key_id, key, _iso(created_after)),
@@ -260,12 +286,12 @@ class SQLiteStore:
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
         with _reachable:
             if status is None:
-                rows = self._reader.execute(
+                rows = self._query(
                     f"SELECT {_PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?",  # noqa: S608
                     (after_id, limit),
                 ).fetchall()
             else:
-                rows = self._reader.execute(
+                rows = self._query(
                     f"SELECT {_PET_COLUMNS} FROM pets WHERE status = ? AND id > ? "  # noqa: S608
                     "ORDER BY id LIMIT ?",
                     (status.value, after_id, limit),
@@ -274,7 +300,7 @@ class SQLiteStore:
 
     async def get_pet(self, pet_id: int) -> Pet | None:
         with _reachable:
-            row = self._reader.execute(
+            row = self._query(
                 f"SELECT {_PET_COLUMNS} FROM pets WHERE id = ?",  # noqa: S608
                 (pet_id,),
             ).fetchone()
@@ -314,7 +340,7 @@ class SQLiteStore:
 
     async def list_api_keys(self) -> list[ApiKey]:
         with _reachable:
-            rows = self._reader.execute(
+            rows = self._query(
                 f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id"  # noqa: S608
             ).fetchall()
         return [_api_key(row) for row in rows]
@@ -328,7 +354,7 @@ class SQLiteStore:
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
         with _reachable:
-            rows = self._reader.execute(
+            rows = self._query(
                 "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = ?",
                 (prefix,),
             ).fetchall()
@@ -336,7 +362,7 @@ class SQLiteStore:
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
         with _reachable:
-            (count,) = self._reader.execute(
+            (count,) = self._query(
                 "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL "
                 "AND (expires_at IS NULL OR expires_at > ?)",
                 (_iso(now),),
@@ -346,7 +372,7 @@ class SQLiteStore:
     async def schema_revision(self) -> str | None:
         with _reachable:
             try:
-                row = self._reader.execute("SELECT version_num FROM alembic_version").fetchone()
+                row = self._query("SELECT version_num FROM alembic_version").fetchone()
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return None
@@ -360,4 +386,5 @@ class SQLiteStore:
     async def close(self) -> None:
         await self._creates.close()
         self._writer.close()
+        self._end_read()
         self._reader.close()

@@ -1,0 +1,111 @@
+"""The SQLite store's reads: one read transaction per turn of the event loop, and
+still every read sees each commit answered before its request (interface: Add an
+animal, Find an animal by id; D10)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from petstore import errors
+from petstore.schemas import NewPet, PetStatus
+from petstore.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def path(tmp_path: Path, migrated_template: Path) -> Path:
+    """A migrated SQLite file with no rows, for this test alone."""
+    copy = tmp_path / "petstore.db"
+    shutil.copyfile(migrated_template, copy)
+    return copy
+
+
+def new_pet(name: str) -> NewPet:
+    return NewPet(name=name, category_id=1, status=PetStatus.AVAILABLE)
+
+
+def test_each_read_sees_every_create_answered_before_it(path: Path) -> None:
+    """200 clients each create an animal and read it back at once, while 20 others
+    read without pause, so that every turn of the loop holds reads."""
+
+    async def main() -> list[bool]:
+        store = SQLiteStore(path)
+        stop = asyncio.Event()
+
+        async def reader() -> None:
+            while not stop.is_set():
+                await store.get_pet(1)
+                await asyncio.sleep(0)
+
+        async def create_then_read(i: int) -> bool:
+            await asyncio.sleep(i / 10_000)  # spread the creates over many turns
+            pet = await store.create_pet(new_pet(f"pet{i}"))
+            found = await store.get_pet(pet.id)
+            listed = await store.list_pets(status=None, after_id=pet.id - 1, limit=1)
+            return found == pet and listed == [pet]
+
+        readers = [asyncio.create_task(reader()) for _ in range(20)]
+        try:
+            return await asyncio.gather(*(create_then_read(i) for i in range(200)))
+        finally:
+            stop.set()
+            await asyncio.gather(*readers)
+            await store.close()
+
+    assert all(asyncio.run(main()))
+
+
+def test_a_commit_by_another_connection_is_seen_from_the_next_turn_on(path: Path) -> None:
+    """Another process (a second worker, the CLI) commits while this store is between
+    reads: the store's next turn reads it."""
+
+    async def main() -> None:
+        store = SQLiteStore(path)
+        try:
+            assert await store.get_pet(1) is None
+            other = sqlite3.connect(path, isolation_level=None)
+            try:
+                other.execute(
+                    "INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')"
+                )
+            finally:
+                other.close()
+            await asyncio.sleep(0)
+            pet = await store.get_pet(1)
+            assert pet is not None and pet.name == "Rex"
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path) -> None:
+    """A read that fails is a 503 (D10), and it leaves no transaction behind that
+    would keep later reads on an old snapshot."""
+
+    async def main() -> None:
+        store = SQLiteStore(path)
+        try:
+            await store.get_pet(1)
+            await asyncio.sleep(0)
+            other = sqlite3.connect(path, isolation_level=None)
+            other.execute("ALTER TABLE pets RENAME TO pets_gone")  # reads now fail
+            with pytest.raises(errors.Unavailable):
+                await store.get_pet(1)
+            await asyncio.sleep(0)
+            other.execute("ALTER TABLE pets_gone RENAME TO pets")
+            other.execute(
+                "INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')"
+            )
+            other.close()
+            await asyncio.sleep(0)
+            pet = await store.get_pet(1)
+            assert pet is not None and pet.name == "Rex"
+        finally:
+            await store.close()
+
+    asyncio.run(main())
