@@ -76,7 +76,8 @@ def test_a_commit_by_another_connection_is_seen_from_the_next_turn_on(path: Path
                 other.close()
             await asyncio.sleep(0)
             pet = await store.get_pet(1)
-            assert pet is not None and pet.name == "Rex"
+            assert pet is not None
+            assert pet.name == "Rex"
         finally:
             await store.close()
 
@@ -104,7 +105,8 @@ def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path)
             other.close()
             await asyncio.sleep(0)
             pet = await store.get_pet(1)
-            assert pet is not None and pet.name == "Rex"
+            assert pet is not None
+            assert pet.name == "Rex"
         finally:
             await store.close()
 
