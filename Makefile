@@ -41,6 +41,11 @@ browser:
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
 
+## compare: two versions served at once on one core, AFTER/BEFORE req/s (make compare ARGS="main .")
+.PHONY: compare
+compare: $(STAMP)
+	$(BIN)/python -m bench.compare $(ARGS)
+
 ## soak: a mixed load against one instance, 5 min by default (make soak ARGS="--duration 60")
 .PHONY: soak
 soak: $(STAMP)

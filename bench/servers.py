@@ -153,9 +153,10 @@ def child_pids(pid: int) -> list[int]:
     return sorted(found)
 
 
-def service(*, database_url: str, cpu: int, log: Path) -> Server:
+def service(*, database_url: str, cpu: int, log: Path, source: Path | None = None) -> Server:
     """``petstore serve``: one worker, production, a fresh 48-character cursor secret,
-    everything else as shipped (plus :data:`SERVICE_EXTRA_ENV`)."""
+    everything else as shipped (plus :data:`SERVICE_EXTRA_ENV`). ``source``: a ``src``
+    folder whose ``petstore`` is served instead of the installed one (bench.compare)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
     env.update(
@@ -168,6 +169,8 @@ def service(*, database_url: str, cpu: int, log: Path) -> Server:
             **SERVICE_EXTRA_ENV,
         }
     )
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     command = ["taskset", "-c", str(cpu), sys.executable, "-m", "petstore", "serve"]
     return Server("petstore serve", command, env, log, port)
 

@@ -1,9 +1,11 @@
-"""The benchmark's figure of merit (issue 6): the median over the runs of each run's
-service-to-baseline quotient, not the quotient of the two medians."""
+"""The benchmark's figures of merit (issue 6): the median over the runs of each run's
+service-to-baseline quotient, not the quotient of the two medians; and the same for
+``bench.compare``'s rounds."""
 
 from __future__ import annotations
 
 import pytest
+from bench import compare
 from bench.report import Figures
 from bench.scenarios import BY_NAME
 from bench.wrk import Result
@@ -34,3 +36,20 @@ def test_a_scenario_meets_its_target_only_with_every_run_paired_and_no_error() -
     assert Figures(BY_NAME["S3"], service=failing, baseline=baseline).verdict("sqlite") == "missed"
     with pytest.raises(ValueError, match="longer"):
         _ = Figures(BY_NAME["S3"], service=service[:2], baseline=baseline).ratio
+
+
+def test_compare_pairs_rounds_in_order_and_takes_the_median_of_their_quotients() -> None:
+    ratios, median = compare.summary([100.0, 50.0, 200.0], [110.0, 60.0, 180.0])
+    assert ratios == pytest.approx([1.1, 1.2, 0.9])
+    assert median == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="shorter"):
+        compare.summary([1.0, 2.0], [1.0])
+
+
+def test_compare_refuses_s5_and_too_short_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert compare.parse_args(["main", "."]).selected == [BY_NAME["S3"], BY_NAME["S6"]]
+    for argv in (["main", ".", "--scenarios", "S5"], ["main", ".", "--rounds", "0"]):
+        with pytest.raises(SystemExit) as exited:
+            compare.parse_args(argv)
+        assert exited.value.code == 2
+    assert "S5 needs cursors" in capsys.readouterr().err
