@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -28,12 +29,35 @@ def new_pet(name: str) -> NewPet:
     return NewPet(name=name, category_id=1, status=PetStatus.AVAILABLE)
 
 
+INSERT_REX = "INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')"
+
+
+def run(path: Path, scenario: Callable[[SQLiteStore], Awaitable[None]]) -> None:
+    """Open a store on ``path``, run ``scenario`` with it and close it, on one loop."""
+
+    async def main() -> None:
+        store = SQLiteStore(path)
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+async def next_turn_reads_rex(store: SQLiteStore) -> None:
+    """From the next turn of the loop on, ``store`` reads Rex, the animal with id 1."""
+    await asyncio.sleep(0)
+    pet = await store.get_pet(1)
+    assert pet is not None
+    assert pet.name == "Rex"
+
+
 def test_each_read_sees_every_create_answered_before_it(path: Path) -> None:
     """200 clients each create an animal and read it back at once, while 20 others
     read without pause, so that every turn of the loop holds reads."""
 
-    async def main() -> list[bool]:
-        store = SQLiteStore(path)
+    async def scenario(store: SQLiteStore) -> None:
         stop = asyncio.Event()
 
         async def reader() -> None:
@@ -50,64 +74,48 @@ def test_each_read_sees_every_create_answered_before_it(path: Path) -> None:
 
         readers = [asyncio.create_task(reader()) for _ in range(20)]
         try:
-            return await asyncio.gather(*(create_then_read(i) for i in range(200)))
+            seen = await asyncio.gather(*(create_then_read(i) for i in range(200)))
         finally:
             stop.set()
             await asyncio.gather(*readers)
-            await store.close()
+        assert all(seen)
 
-    assert all(asyncio.run(main()))
+    run(path, scenario)
 
 
 def test_a_commit_by_another_connection_is_seen_from_the_next_turn_on(path: Path) -> None:
     """Another process (a second worker, the CLI) commits while this store is between
     reads: the store's next turn reads it."""
 
-    async def main() -> None:
-        store = SQLiteStore(path)
+    async def scenario(store: SQLiteStore) -> None:
+        assert await store.get_pet(1) is None
+        other = sqlite3.connect(path, isolation_level=None)
         try:
-            assert await store.get_pet(1) is None
-            other = sqlite3.connect(path, isolation_level=None)
-            try:
-                other.execute(
-                    "INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')"
-                )
-            finally:
-                other.close()
-            await asyncio.sleep(0)
-            pet = await store.get_pet(1)
-            assert pet is not None
-            assert pet.name == "Rex"
+            other.execute(INSERT_REX)
         finally:
-            await store.close()
+            other.close()
+        await next_turn_reads_rex(store)
 
-    asyncio.run(main())
+    run(path, scenario)
 
 
 def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path) -> None:
     """A read that fails is a 503 (D10), and it leaves no transaction behind that
     would keep later reads on an old snapshot."""
 
-    async def main() -> None:
-        store = SQLiteStore(path)
+    async def scenario(store: SQLiteStore) -> None:
+        await store.get_pet(1)
+        await asyncio.sleep(0)
+        other = sqlite3.connect(path, isolation_level=None)
         try:
-            await store.get_pet(1)
-            await asyncio.sleep(0)
-            other = sqlite3.connect(path, isolation_level=None)
             other.execute("ALTER TABLE pets RENAME TO pets_gone")  # reads now fail
             with pytest.raises(errors.Unavailable):
                 await store.get_pet(1)
             await asyncio.sleep(0)
             other.execute("ALTER TABLE pets_gone RENAME TO pets")
-            other.execute(
-                "INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')"
-            )
-            other.close()
-            await asyncio.sleep(0)
-            pet = await store.get_pet(1)
-            assert pet is not None
-            assert pet.name == "Rex"
+            other.execute(INSERT_REX)
         finally:
-            await store.close()
+            other.close()
+        await next_turn_reads_rex(store)
 
-    asyncio.run(main())
+    run(path, scenario)
