@@ -12,12 +12,14 @@ Two servers of the same code give 0.98-1.02 (docs/performance.md).
 
 BEFORE and AFTER are git revisions (checked out in temporary worktrees) or ``.``, the
 working tree as it is. Both run as ``make bench`` runs the service: one worker,
-production settings, everything on.
+production settings, everything on. With ``--backend postgres`` both serve one seeded
+database (created for the run and dropped after it) on the PostgreSQL server.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -28,6 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bench import scenarios, seed, servers, wrk
+from bench.run import DEFAULT_POSTGRES_URL
 
 WORKING_TREE = "."
 
@@ -40,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("before", help="git revision, or . for the working tree")
     parser.add_argument("after", help="git revision, or . for the working tree")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--scenarios", default="S3,S6", help="any of S1-S4, S6")
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds per scenario")
     parser.add_argument("--duration", type=float, default=4, help="seconds per round")
@@ -47,6 +51,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pets", type=int, default=10_000, help="animals seeded")
     parser.add_argument("--server-cpu", type=int, default=0, help="core both servers share")
     parser.add_argument("--wrk-cpu", type=int, default=1, help="core both wrk run on")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("PETSTORE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="server where the database is created and dropped [PETSTORE_BENCH_POSTGRES_URL]",
+    )
     args = parser.parse_args(argv)
     try:
         args.selected = scenarios.select(args.scenarios)
@@ -111,15 +120,19 @@ def _run(args: argparse.Namespace) -> int:
             _source(stack, args.before, work, "before"),
             _source(stack, args.after, work, "after"),
         ]
-        url = stack.enter_context(seed.sqlite_database(pets=args.pets))
+        url = stack.enter_context(
+            seed.database(args.backend, pets=args.pets, postgres_url=args.postgres_url)
+        )
         key = seed.create_key(url)
-        seeded = Path(url.removeprefix("sqlite:///"))
         started = []
         for name, source in zip(("before", "after"), sources, strict=True):
-            copy = work / f"{name}.db"
-            shutil.copyfile(seeded, copy)
+            database_url = url
+            if args.backend == "sqlite":  # each its own copy: S4 and S6 write
+                copy = work / f"{name}.db"
+                shutil.copyfile(url.removeprefix("sqlite:///"), copy)
+                database_url = f"sqlite:///{copy}"
             server = servers.service(
-                database_url=f"sqlite:///{copy}",
+                database_url=database_url,
                 cpu=args.server_cpu,
                 log=work / f"{name}.log",
                 source=source,
@@ -129,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
         env = {"BENCH_KEY": key, "BENCH_PETS": str(args.pets)}
         lines = [
             f"AFTER ({args.after}) / BEFORE ({args.before}), req/s of both served at once "
-            f"on core {args.server_cpu}, {args.pets:,} animals, {args.rounds} x "
+            f"on core {args.server_cpu}, {args.backend}, {args.pets:,} animals, {args.rounds} x "
             f"{args.duration:g} s:",
         ]
         for scenario in args.selected:
