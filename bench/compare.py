@@ -19,7 +19,6 @@ database (created for the run and dropped after it) on the PostgreSQL server.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -29,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench import scenarios, seed, servers, wrk
-from bench.run import DEFAULT_POSTGRES_URL
+from bench import seed, servers, wrk
+from bench.run import add_database_arguments, select_scenarios
 
 WORKING_TREE = "."
 
@@ -43,24 +42,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("before", help="git revision, or . for the working tree")
     parser.add_argument("after", help="git revision, or . for the working tree")
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    add_database_arguments(parser)
     parser.add_argument("--scenarios", default="S3,S6", help="any of S1-S4, S6")
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds per scenario")
     parser.add_argument("--duration", type=float, default=4, help="seconds per round")
     parser.add_argument("--warmup", type=float, default=2, help="seconds of load first")
-    parser.add_argument("--pets", type=int, default=10_000, help="animals seeded")
     parser.add_argument("--server-cpu", type=int, default=0, help="core both servers share")
     parser.add_argument("--wrk-cpu", type=int, default=1, help="core both wrk run on")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("PETSTORE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL),
-        help="server where the database is created and dropped [PETSTORE_BENCH_POSTGRES_URL]",
-    )
     args = parser.parse_args(argv)
-    try:
-        args.selected = scenarios.select(args.scenarios)
-    except ValueError as exc:
-        parser.error(str(exc))
+    args.selected = select_scenarios(parser, args.scenarios)
     if any(scenario.name == "S5" for scenario in args.selected):
         parser.error("S5 needs cursors issued by each server; compare S1-S4 and S6")
     if args.pets < 200 or args.rounds < 1 or args.duration < 1:

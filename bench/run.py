@@ -24,14 +24,33 @@ from bench.report import Figures
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
+def add_database_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend``, ``--pets`` and ``--postgres-url``: the seeded database, as
+    ``make bench`` and ``make compare`` both take it."""
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--pets", type=int, default=10_000, help="animals seeded")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("PETSTORE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="server where the bench database is created and dropped [PETSTORE_BENCH_POSTGRES_URL]",
+    )
+
+
+def select_scenarios(parser: argparse.ArgumentParser, names: str) -> list[scenarios.Scenario]:
+    """The scenarios named in ``names``; exits through ``parser.error`` on an unknown one."""
+    try:
+        return scenarios.select(names)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Load benchmark of petstore serve against a raw ASGI baseline (issue 6).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--pets", type=int, default=10_000, help="animals seeded")
+    add_database_arguments(parser)
     parser.add_argument("--scenarios", default="S1,S2,S3,S4,S5,S6", help="e.g. S1,S3")
     parser.add_argument("--duration", type=float, default=10, help="seconds per measured run")
     parser.add_argument("--warmup", type=float, default=2, help="seconds of load before each")
@@ -42,16 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wrk-cpu", type=int, default=1, help="core wrk runs on")
     parser.add_argument("--s5-limit", type=int, default=20, help="animals per S5 page")
     parser.add_argument("--s5-pages", type=int, default=50, help="deep pages S5 cycles through")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("PETSTORE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL),
-        help="server where the bench database is created and dropped [PETSTORE_BENCH_POSTGRES_URL]",
-    )
     args = parser.parse_args(argv)
-    try:
-        args.selected = scenarios.select(args.scenarios)
-    except ValueError as exc:
-        parser.error(str(exc))
+    args.selected = select_scenarios(parser, args.scenarios)
     if args.pets < 200 or args.repeat < 1 or args.duration < 1 or args.connections < 1:
         parser.error("need --pets >= 200, --repeat >= 1, --duration >= 1, --connections >= 1")
     return args
