@@ -1,5 +1,5 @@
-"""Group commit (store.batch): what the stores rely on, with a commit that records
-its batches and is held open until a test lets it finish."""
+"""Batches (petstore.batch): what the stores and the rate limiter rely on, with a
+commit that records its batches and is held open until a test lets it finish."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from petstore import errors
-from petstore.store.batch import MAX_BATCH, Batcher
+from petstore.batch import MAX_BATCH, Batcher, TurnBatcher
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
@@ -116,3 +116,95 @@ async def test_close_commits_what_is_queued_then_refuses_writes() -> None:
     assert [write.result() for write in writes] == [10, 20]
     with pytest.raises(errors.Unavailable):
         await committer.submit(3)
+
+
+# TurnBatcher: what is submitted during one turn of the loop goes together ------------
+
+
+async def one_turn(
+    batcher: TurnBatcher[int, int], items: tuple[int, ...]
+) -> list[asyncio.Task[int]]:
+    """Submit ``items`` during one turn of the loop (each caller is a task)."""
+    callers = [asyncio.ensure_future(batcher.submit(n)) for n in items]
+    await asyncio.sleep(0)  # the callers' first steps: one turn, the submits
+    return callers
+
+
+@run
+async def test_what_one_turn_submits_is_one_batch_started_at_the_next_turn() -> None:
+    recorder = Recorder()
+    recorder.release.set()
+    batcher = TurnBatcher(recorder.commit)
+    first = await one_turn(batcher, (1, 2, 3))
+    assert recorder.batches == []  # nothing runs in the turn that submits
+    second = await one_turn(batcher, (4, 5))
+    assert recorder.batches == [[1, 2, 3]]
+    assert await asyncio.gather(*first, *second) == [10, 20, 30, 40, 50]
+    assert recorder.batches == [[1, 2, 3], [4, 5]]
+
+
+@run
+async def test_a_batch_that_waits_does_not_hold_up_the_next_turns_batch() -> None:
+    recorder = Recorder()
+    batcher = TurnBatcher(recorder.commit)
+    first = await one_turn(batcher, (1, 2))
+    second = await one_turn(batcher, (3,))
+    await asyncio.sleep(0)
+    assert recorder.batches == [[1, 2], [3]]  # both started, the first still held
+    recorder.release.set()
+    assert await asyncio.gather(*first, *second) == [10, 20, 30]
+
+
+@run
+async def test_a_failed_turn_batch_fails_its_callers_and_only_those() -> None:
+    recorder = Recorder()
+    recorder.fail = ValueError("store down")
+    batcher = TurnBatcher(recorder.commit)
+    failing = await one_turn(batcher, (1, 2))
+    await asyncio.sleep(0)
+    recorder.release.set()
+    for caller in failing:
+        with pytest.raises(ValueError, match="store down"):
+            await caller
+    recorder.fail = None
+    assert await batcher.submit(3) == 30
+
+
+@run
+async def test_a_caller_that_stops_waiting_leaves_its_turn_batch_to_the_others() -> None:
+    recorder = Recorder()
+    batcher = TurnBatcher(recorder.commit)
+    gone, kept = await one_turn(batcher, (1, 2))
+    gone.cancel()
+    recorder.release.set()
+    assert await kept == 20
+    assert recorder.batches == [[1, 2]]
+
+
+@run
+async def test_a_turn_batch_cancelled_at_shutdown_cancels_its_callers() -> None:
+    recorder = Recorder()
+    batcher = TurnBatcher(recorder.commit)
+    callers = await one_turn(batcher, (1, 2))
+    await asyncio.sleep(0)  # the batch is running, held
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task() and task not in callers:
+            task.cancel()  # as asyncio.run does with what is left at its end
+    done, _ = await asyncio.wait(callers, timeout=1)
+    assert len(done) == 2
+    assert all(caller.cancelled() for caller in callers)
+
+
+@run
+async def test_turn_batcher_close_lets_running_batches_finish_then_refuses() -> None:
+    recorder = Recorder()
+    batcher = TurnBatcher(recorder.commit)
+    callers = await one_turn(batcher, (1, 2))
+    closing = asyncio.ensure_future(batcher.close())
+    await asyncio.sleep(0)
+    assert not closing.done()
+    recorder.release.set()
+    await closing
+    assert [caller.result() for caller in callers] == [10, 20]
+    with pytest.raises(errors.Unavailable):
+        await batcher.submit(3)

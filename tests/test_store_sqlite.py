@@ -1,6 +1,6 @@
-"""The SQLite store's reads: one read transaction per turn of the event loop, and
-still every read sees each commit answered before its request (interface: Add an
-animal, Find an animal by id; D10)."""
+"""The SQLite store's reads: one read transaction per turn of the event loop, the
+getPets of one turn in one query, and still every read sees each commit answered
+before its request (interface: Add an animal, Find an animal by id; D10, D11)."""
 
 from __future__ import annotations
 
@@ -117,5 +117,31 @@ def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path)
         finally:
             other.close()
         await next_turn_reads_rex(store)
+
+    run(path, scenario)
+
+
+def test_the_gets_of_one_turn_share_one_query_and_each_gets_its_own_animal(path: Path) -> None:
+    """getPets asked for in one turn of the loop are read with one query; each caller
+    still gets the animal it asked for, None for an id with none (any int64, D11),
+    and an animal created just before."""
+
+    async def scenario(store: SQLiteStore) -> None:
+        pets = [await store.create_pet(new_pet(f"p{i}")) for i in range(5)]
+        ids = [pet.id for pet in pets]
+        extremes = [ids[-1] + 1000, 0, 2**63 - 1, -(2**63)]
+        asked = [ids[i % 5] for i in range(40)] + extremes + [ids[0]]
+        statements: list[str] = []
+        store._reader.set_trace_callback(statements.append)
+        answers = await asyncio.gather(*(store.get_pet(pet_id) for pet_id in asked))
+        store._reader.set_trace_callback(None)
+        by_id = {pet.id: pet for pet in pets}
+        assert answers == [by_id.get(pet_id) for pet_id in asked]
+        assert len([sql for sql in statements if sql.startswith("SELECT")]) == 1
+        created = await store.create_pet(new_pet("fresh"))
+        assert await asyncio.gather(store.get_pet(created.id), store.get_pet(ids[0])) == [
+            created,
+            pets[0],
+        ]
 
     run(path, scenario)

@@ -30,9 +30,9 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from petstore import errors
+from petstore.batch import Batcher
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
-from petstore.store.batch import Batcher
 
 #: The advisory lock that orders id assignment by commit (D9): b"petstore" as int64.
 ID_ORDER_LOCK = int.from_bytes(b"petstore", "big")
