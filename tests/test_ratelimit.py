@@ -213,6 +213,34 @@ def test_the_request_past_the_limit_is_429_with_retry_after(
     assert run_sql(database_url, "SELECT name FROM pets") == [{"name": "Rex"}]
 
 
+def test_requests_at_once_are_counted_one_by_one(
+    database_url: str, make_key: Callable[..., str], limit_store: str | None
+) -> None:
+    """Hits that arrive together are counted together, yet each gets its own count:
+    of 8 requests at once against a budget of 5, exactly 5 pass, with 4 to 0 left,
+    and 3 are refused, as if they had come one after the other."""
+    app = create_app(
+        Settings(database_url=database_url, rate_limit="5/minute", redis_url=limit_store)
+    )
+    auth = _bearer(make_key())
+
+    async def at_once() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            lifespan(app),
+            httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
+        ):
+            return await asyncio.gather(*(client.get("/v1/pets", headers=auth) for _ in range(8)))
+
+    responses = asyncio.run(at_once())
+    passed = [response for response in responses if response.status_code == 200]
+    assert sorted(_remaining(response)[0] for response in passed) == [0, 1, 2, 3, 4]
+    refused = [response for response in responses if response.status_code != 200]
+    assert len(refused) == 3
+    for response in refused:
+        _assert_rate_limited(response, policy='"default";q=5;w=60')
+
+
 def test_the_limit_is_per_api_key(
     start_app: StartApp, make_key: Callable[..., str], limit_store: str | None
 ) -> None:

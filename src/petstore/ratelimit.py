@@ -3,19 +3,25 @@
 Counters live in memory (one instance) or in Redis (``PETSTORE_REDIS_URL``: every
 instance shares one budget). Every ``/v1/pets`` response carries the IETF fields of
 draft-ietf-httpapi-ratelimit-headers; the partition key is the API key's id, never
-the key. When Redis cannot be reached the service fails open: it answers, logs the
-fault at most once a minute, and ``/readyz`` says so.
+the key. Hits are counted a turn of the event loop at a time, one increment per
+key (:class:`petstore.batch.TurnBatcher`), each hit still getting its own count.
+When Redis cannot be reached the service fails open: it answers, logs the fault at
+most once a minute, and ``/readyz`` says so.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
+from collections import Counter
 
 from limits import RateLimitItem, parse
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from redis.asyncio import ConnectionPool
+
+from petstore.batch import TurnBatcher
 
 log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
@@ -53,33 +59,60 @@ class RateLimiter:
         self.policy_header = f'"{POLICY}";q={self.item.amount};w={self._expiry}'.encode()
         self.store_error: str | None = None
         self._logged_at = -math.inf
+        self._hits = TurnBatcher(self._count)
 
     async def hit(self, api_key_id: int) -> tuple[bytes | None, int | None]:
         """Count one request of ``api_key_id``: the ``RateLimit`` field to send (None
         while the store is unreachable and the limiter fails open), and the seconds to
         wait when the window's budget is spent (None while within it)."""
-        # The steps of limits' fixed-window strategy (``hit``, then the window's count
-        # and reset), on the storage directly. The window's end is remembered per key
-        # and asked again only when a window opens or has passed: one storage call per
-        # request (one Redis round trip), not five.
         key = self._keys.get(api_key_id) or self._key_for(api_key_id)
+        counted = await self._hits.submit(key)
+        if counted is None:
+            return None, None
+        count, reset_at = counted
+        reset = max(0, math.ceil(reset_at - time.time()))
+        amount = self._amount
+        remaining = _REMAINING % (amount - count if count < amount else 0, reset)
+        return remaining, None if count <= amount else reset
+
+    async def _count(self, keys: list[str]) -> list[tuple[int, float] | None]:
+        """Count the hits of one turn of the loop (:class:`TurnBatcher`), one counter
+        key per hit: each hit's count in its window and the window's end (epoch
+        seconds), or None for every hit while the store is unreachable (fail open).
+
+        One ``incr`` by the number of hits per key, where a hit each cost a request
+        about a seventh of a getPet served (docs/performance.md) and, with Redis, a
+        round trip. The counts are those of the hits one after the other: the
+        window's total less the hits that follow in the batch. The window's end is
+        remembered per key and asked again only when a window opens or has passed.
+        """
+        amounts = Counter(keys)
         try:
-            count = await self._storage.incr(key, self._expiry)
-            reset_at = self._window_ends.get(key, 0.0)
-            now = time.time()
-            if count == 1 or reset_at <= now:
-                reset_at = self._window_ends[key] = await self._storage.get_expiry(key)
+            totals = dict(
+                zip(amounts, await asyncio.gather(*map(self._incr, amounts.items())), strict=True)
+            )
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self.store_error = f"{type(exc).__name__}: {exc}"
             if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
                 self._logged_at = time.monotonic()
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
-            return None, None
+            return [None] * len(keys)
         self.store_error = None
-        reset = max(0, math.ceil(reset_at - now))
-        amount = self._amount
-        remaining = _REMAINING % (amount - count if count < amount else 0, reset)
-        return remaining, None if count <= amount else reset
+        counts: list[tuple[int, float] | None] = []
+        for key in keys:
+            count, reset_at = totals[key]
+            totals[key] = (count + 1, reset_at)
+            counts.append((count + 1, reset_at))
+        return counts
+
+    async def _incr(self, key_and_amount: tuple[str, int]) -> tuple[int, float]:
+        """Add ``amount`` hits to ``key``: its count before them, and its window's end."""
+        key, amount = key_and_amount
+        count = await self._storage.incr(key, self._expiry, amount)
+        reset_at = self._window_ends.get(key, 0.0)
+        if count == amount or reset_at <= time.time():
+            reset_at = self._window_ends[key] = await self._storage.get_expiry(key)
+        return count - amount, reset_at
 
     def _key_for(self, api_key_id: int) -> str:
         if len(self._keys) >= _KEYS_MAX:  # bounded: a few thousand keys in practice
@@ -101,6 +134,7 @@ class RateLimiter:
         return "ok"
 
     async def close(self) -> None:
-        """Release the Redis connections, if any."""
+        """Count the hits already submitted, then release the Redis connections, if any."""
+        await self._hits.close()
         if self._redis_pool is not None:
             await self._redis_pool.aclose()
