@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -169,8 +170,17 @@ def _exit_with_parent() -> None:
 
 def app_from_environment() -> ASGIApp:
     """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
-    in each worker process."""
+    in each worker process.
+
+    Everything alive once the app is built (the modules, above all) is moved out of
+    the garbage collector's reach with ``gc.freeze``: they live as long as the worker,
+    and a full collection that walks all of them held every request in flight for
+    tens of milliseconds, several times a second under load (docs/performance.md).
+    """
     _exit_with_parent()
     settings = load_settings()
     configure_logging(settings)
-    return create_app(settings)
+    app = create_app(settings)
+    gc.collect()  # nothing unreachable goes into the permanent generation
+    gc.freeze()
+    return app
