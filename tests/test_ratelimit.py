@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 from petstore import db
 from petstore.app import create_app
 from petstore.config import Settings
+from petstore.middleware import ServiceMiddleware
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, LiveServer, lifespan, postgres_database, run_sql
 
@@ -213,32 +214,62 @@ def test_the_request_past_the_limit_is_429_with_retry_after(
     assert run_sql(database_url, "SELECT name FROM pets") == [{"name": "Rex"}]
 
 
+def _at_once(
+    app: ServiceMiddleware, requests: list[dict[str, str]], *, first: Sequence[dict[str, str]] = ()
+) -> list[httpx.Response]:
+    """GET /v1/pets once per header set in ``requests``, all at once, in one event loop,
+    after one request per header set in ``first``, one after the other."""
+
+    async def send() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            lifespan(app),
+            httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
+        ):
+            for headers in first:
+                assert (await client.get("/v1/pets", headers=headers)).status_code == 200
+            return await asyncio.gather(*(client.get("/v1/pets", headers=h) for h in requests))
+
+    return asyncio.run(send())
+
+
+def _passed_and_refused(responses: list[httpx.Response], *, policy: str) -> tuple[list[int], int]:
+    """The requests left in the window after each response that passed, in order, and
+    how many were refused (each checked as a proper 429)."""
+    left = [_remaining(response)[0] for response in responses if response.status_code == 200]
+    refused = [response for response in responses if response.status_code != 200]
+    for response in refused:
+        _assert_rate_limited(response, policy=policy)
+    return sorted(left), len(refused)
+
+
 def test_requests_at_once_are_counted_one_by_one(
     database_url: str, make_key: Callable[..., str], limit_store: str | None
 ) -> None:
     """Hits that arrive together are counted together, yet each gets its own count:
     of 8 requests at once against a budget of 5, exactly 5 pass, with 4 to 0 left,
     and 3 are refused, as if they had come one after the other."""
-    app = create_app(
-        Settings(database_url=database_url, rate_limit="5/minute", redis_url=limit_store)
-    )
-    auth = _bearer(make_key())
+    settings = Settings(database_url=database_url, rate_limit="5/minute", redis_url=limit_store)
+    responses = _at_once(create_app(settings), [_bearer(make_key())] * 8)
+    assert _passed_and_refused(responses, policy='"default";q=5;w=60') == ([0, 1, 2, 3, 4], 3)
 
-    async def at_once() -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=app)
-        async with (
-            lifespan(app),
-            httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
-        ):
-            return await asyncio.gather(*(client.get("/v1/pets", headers=auth) for _ in range(8)))
 
-    responses = asyncio.run(at_once())
-    passed = [response for response in responses if response.status_code == 200]
-    assert sorted(_remaining(response)[0] for response in passed) == [0, 1, 2, 3, 4]
-    refused = [response for response in responses if response.status_code != 200]
-    assert len(refused) == 3
-    for response in refused:
-        _assert_rate_limited(response, policy='"default";q=5;w=60')
+def test_keys_at_once_are_counted_each_in_its_own_window(
+    database_url: str, make_key: Callable[..., str], limit_store: str | None
+) -> None:
+    """Two API keys' requests arriving together (one batch, two counters), each key
+    verified once before so that no store read spreads them over turns: of 4 at once
+    from the key that has spent 1 of its 3, two pass (1 and 0 left); of 2 from the
+    key that has spent 2, one passes (0 left)."""
+    settings = Settings(database_url=database_url, rate_limit="3/minute", redis_url=limit_store)
+    noisy, quiet = _bearer(make_key("noisy")), _bearer(make_key("quiet"))
+    sent = [noisy, quiet, noisy, noisy, quiet, noisy]
+    responses = _at_once(create_app(settings), sent, first=[noisy, quiet, quiet])
+    policy = '"default";q=3;w=60'
+    of_noisy = [response for h, response in zip(sent, responses, strict=True) if h is noisy]
+    of_quiet = [response for h, response in zip(sent, responses, strict=True) if h is quiet]
+    assert _passed_and_refused(of_noisy, policy=policy) == ([0, 1], 2)
+    assert _passed_and_refused(of_quiet, policy=policy) == ([0], 1)
 
 
 def test_the_limit_is_per_api_key(

@@ -88,9 +88,12 @@ class RateLimiter:
         """
         amounts = Counter(keys)
         try:
-            totals = dict(
-                zip(amounts, await asyncio.gather(*map(self._incr, amounts.items())), strict=True)
-            )
+            if len(amounts) == 1:  # the usual turn: one key, and no task for a gather
+                ((key, amount),) = amounts.items()
+                totals = {key: await self._incr(key, amount)}
+            else:
+                incrs = (self._incr(key, amount) for key, amount in amounts.items())
+                totals = dict(zip(amounts, await asyncio.gather(*incrs), strict=True))
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self.store_error = f"{type(exc).__name__}: {exc}"
             if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
@@ -105,9 +108,8 @@ class RateLimiter:
             counts.append((count + 1, reset_at))
         return counts
 
-    async def _incr(self, key_and_amount: tuple[str, int]) -> tuple[int, float]:
+    async def _incr(self, key: str, amount: int) -> tuple[int, float]:
         """Add ``amount`` hits to ``key``: its count before them, and its window's end."""
-        key, amount = key_and_amount
         count = await self._storage.incr(key, self._expiry, amount)
         reset_at = self._window_ends.get(key, 0.0)
         if count == amount or reset_at <= time.time():
