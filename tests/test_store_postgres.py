@@ -272,6 +272,38 @@ def test_concurrent_lists_are_answered_each_with_its_own_page(url: str) -> None:
     run(url, scenario)
 
 
+def test_clients_walking_the_store_at_once_each_get_their_own_pages(url: str) -> None:
+    """Many clients following their own cursors at once share queries (one per status
+    filter); each still walks exactly the animals of its filter, in id order, page by
+    page, and a page past the last animal is empty."""
+    statuses = [PetStatus.AVAILABLE, PetStatus.SOLD, PetStatus.PENDING, PetStatus.AVAILABLE]
+    walkers = [(status, size) for status in (None, *PetStatus) for size in (1, 2, 3, 7, 100)]
+
+    async def walk(store: PostgresStore, status: PetStatus | None, size: int) -> list[list[Pet]]:
+        pages, after_id = [], 0
+        while page := await store.list_pets(status=status, after_id=after_id, limit=size):
+            pages.append(page)
+            after_id = page[-1].id
+        return pages
+
+    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[list[list[Pet]]]]:
+        pets = [await store.create_pet(new_pet(f"p{i}", statuses[i % 4])) for i in range(30)]
+        walked = await asyncio.gather(*(walk(store, status, size) for status, size in walkers))
+        beyond = await asyncio.gather(
+            store.list_pets(status=None, after_id=2**63 - 1, limit=5),
+            store.list_pets(status=PetStatus.SOLD, after_id=pets[-1].id, limit=5),
+        )
+        assert beyond == [[], []]
+        return pets, walked
+
+    pets, walked = run(url, scenario)
+    for (status, size), pages in zip(walkers, walked, strict=True):
+        expected = [pet for pet in pets if status is None or pet.status is status]
+        assert [pet for page in pages for pet in page] == expected, (status, size)
+        assert all(len(page) == size for page in pages[:-1]), (status, size)
+        assert 0 < len(pages[-1]) <= size
+
+
 def _cut_every_connection_to(url: str) -> int:
     """Terminate every server process serving ``url``'s database, as a restart of the
     server or an idle-connection timeout between us and it would; how many."""
@@ -294,8 +326,8 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
 
     async def scenario(store: PostgresStore) -> None:
         pet = await store.create_pet(new_pet("kept"))
-        await asyncio.gather(
-            *(store.list_pets(status=None, after_id=after, limit=10) for after in range(20))
+        await asyncio.gather(  # one query per status filter, each on a connection
+            *(store.list_pets(status=status, after_id=0, limit=10) for status in (None, *PetStatus))
         )
         assert store.pool_stats()["size"] > 1
         assert await asyncio.to_thread(_cut_every_connection_to, url) == store.pool_stats()["size"]

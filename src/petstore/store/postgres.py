@@ -39,6 +39,18 @@ ID_ORDER_LOCK = int.from_bytes(b"petstore", "big")
 
 _PET_COLUMNS = "id, name, category_id, status"
 _KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
+#: Several keyset pages in one query (:meth:`PostgresStore._list_status_pages`): each
+#: row is the page's number (from 1) and an animal, pages in order, ids ascending.
+_LIST_PAGES = (
+    "SELECT page.n, pet.* FROM unnest(%s::bigint[], %s::int[]) "  # noqa: S608
+    "WITH ORDINALITY AS page(after_id, size, n) CROSS JOIN LATERAL ("
+    f"SELECT {_PET_COLUMNS} FROM pets WHERE id > page.after_id "
+    "ORDER BY id LIMIT page.size) AS pet ORDER BY page.n, pet.id"
+)
+#: The same, of one status.
+_LIST_STATUS_PAGES = _LIST_PAGES.replace(
+    "WHERE id > page.after_id", "WHERE status = %s AND id > page.after_id"
+)
 
 _Connection = psycopg.AsyncConnection[TupleRow]
 _Create = tuple[NewPet, IdempotencyClaim | None]
@@ -266,26 +278,40 @@ class PostgresStore:
         """Each of ``pages`` (status, after_id, limit), in order. listPets that arrive
         while a batch is in progress go together into the next (:class:`Batcher`):
         the same page asked several times is read once (clients polling the first
-        page), different pages are read at once on as many connections. Each read
-        starts after its request arrived, as in :meth:`_get_pets`."""
+        page), and the different pages of one status filter are read with one query
+        (clients walking the store by ``rel="next"``, each at its own cursor), the
+        filters at once on as many connections. Each read starts after its request
+        arrived, as in :meth:`_get_pets`."""
         distinct = list(dict.fromkeys(pages))
-        read = await asyncio.gather(*(self._list_page(*page) for page in distinct))
-        found = dict(zip(distinct, read, strict=True))
+        by_status: dict[PetStatus | None, list[_Page]] = {}
+        for page in distinct:
+            by_status.setdefault(page[0], []).append(page)
+        groups = list(by_status.values())
+        read = await asyncio.gather(*(self._list_status_pages(group) for group in groups))
+        found = {
+            page: pets
+            for group, group_pets in zip(groups, read, strict=True)
+            for page, pets in zip(group, group_pets, strict=True)
+        }
         return [found[page] for page in pages]
 
-    async def _list_page(self, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+    async def _list_status_pages(self, pages: list[_Page]) -> list[list[Pet]]:
+        """The animals of ``pages``, pages of one status filter, in one query: each
+        page a keyset scan by id (``id > after_id``, ascending, at most ``limit``),
+        side by side in a LATERAL join. The filter is a parameter of the whole query,
+        not of each page, so PostgreSQL plans it with the value in hand and picks the
+        ``(status, id)`` index for a rare status."""
+        status = pages[0][0]
+        after_ids = [after_id for _, after_id, _ in pages]
+        limits = [limit for _, _, limit in pages]
         if status is None:
-            rows = await self._read(
-                f"SELECT {_PET_COLUMNS} FROM pets WHERE id > %s ORDER BY id LIMIT %s",  # noqa: S608
-                (after_id, limit),
-            )
+            rows = await self._read(_LIST_PAGES, (after_ids, limits))
         else:
-            rows = await self._read(
-                f"SELECT {_PET_COLUMNS} FROM pets WHERE status = %s AND id > %s "  # noqa: S608
-                "ORDER BY id LIMIT %s",
-                (status.value, after_id, limit),
-            )
-        return [pet_from_row(row) for row in rows]
+            rows = await self._read(_LIST_STATUS_PAGES, (after_ids, limits, status.value))
+        found: list[list[Pet]] = [[] for _ in pages]
+        for row in rows:
+            found[row[0] - 1].append(pet_from_row(row[1:]))
+        return found
 
     async def get_pet(self, pet_id: int) -> Pet | None:
         return await self._pet_reads.submit(pet_id)
