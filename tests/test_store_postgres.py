@@ -8,12 +8,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
+from unittest.mock import ANY
 
 import psycopg
 import pytest
 
 from petstore import db, errors
 from petstore.schemas import NewPet, Pet, PetStatus
+from petstore.store import IdempotencyClaim, IdempotencyRecord
 from petstore.store.postgres import ID_ORDER_LOCK, PostgresStore
 from tests.conftest import NOW, POSTGRES_ADMIN_URL, postgres_database
 
@@ -30,9 +32,9 @@ def migrated_url() -> Iterator[str]:
 
 @pytest.fixture
 def url(migrated_url: str) -> str:
-    """The module's database, with no animals and no keys."""
+    """The module's database, with no animals, no keys and no idempotency records."""
     with psycopg.connect(migrated_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE pets, api_keys")
+        conn.execute("TRUNCATE pets, api_keys, idempotency_records")
     return migrated_url
 
 
@@ -126,6 +128,43 @@ def test_concurrent_creates_get_distinct_ids_and_are_all_listed(url: str) -> Non
     assert [pet.name for pet in created] == [f"p{i}" for i in range(200)]
     assert len({pet.id for pet in created}) == 200
     assert sorted(created, key=lambda pet: pet.id) == listed
+
+
+def test_creates_in_one_batch_each_get_their_own_animal(url: str) -> None:
+    """Creates in flight together go in with one statement, and those with an
+    Idempotency-Key each in a savepoint (D16): every caller gets an animal of its own
+    content, stored under the id it was given; equal creates take ascending ids in
+    the order they came; a key already taken answers its record and stores nothing."""
+
+    def claim(key: str) -> IdempotencyClaim:
+        return IdempotencyClaim(1, key, f"fp-{key}", NOW, NOW - timedelta(days=1))
+
+    asked: list[tuple[NewPet, IdempotencyClaim | None]] = [
+        (new_pet("first"), None),  # a batch of its own; the rest queue behind it
+        (new_pet("twin"), None),
+        (new_pet("solo", PetStatus.SOLD), claim("k1")),
+        (new_pet("twin"), None),
+        (new_pet("other", PetStatus.PENDING), None),
+        (new_pet("again"), claim("k1")),  # k1 is taken by the create above
+        (new_pet("twin"), claim("k2")),
+        (new_pet("twin"), None),
+    ]
+
+    async def scenario(store: PostgresStore) -> tuple[list[Pet | IdempotencyRecord], list[Pet]]:
+        answers = await asyncio.gather(*(store.create_pet(new, claim=c) for new, c in asked))
+        return list(answers), await store.list_pets(status=None, after_id=0, limit=100)
+
+    answers, listed = run(url, scenario)
+    replay = answers.pop(5)
+    del asked[5]
+    created = [pet for pet in answers if isinstance(pet, Pet)]
+    assert len(created) == len(asked)
+    assert replay == IdempotencyRecord(1, "k1", "fp-k1", created[2].id, ANY, NOW)
+    for (new, _), pet in zip(asked, created, strict=True):
+        assert (pet.name, pet.category_id, pet.status) == (new.name, new.category_id, new.status)
+    assert listed == sorted(created, key=lambda pet: pet.id)
+    plain_twins = [created[i].id for i in (1, 3, 6)]
+    assert plain_twins == sorted(plain_twins)
 
 
 def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None:

@@ -77,14 +77,31 @@ def _reachable() -> Iterator[None]:
         raise errors.Unavailable("the database is unavailable; retry shortly") from exc
 
 
-async def _insert_pet_row(conn: _Connection, new: NewPet) -> Pet:
+async def _insert_pet_rows(conn: _Connection, news: list[NewPet]) -> list[Pet]:
+    """Insert ``news`` with one statement; their animals, in order.
+
+    PostgreSQL does not promise that ``RETURNING`` lists the rows in the order of the
+    ``SELECT`` that fed them, so each row comes back with its content and is matched
+    to a create of the same content; equal creates take their ids in ascending order.
+    """
     cursor = await conn.execute(
-        "INSERT INTO pets (name, category_id, status) VALUES (%s, %s, %s) RETURNING id",
-        (new.name, new.category_id, new.status.value),
+        "INSERT INTO pets (name, category_id, status) "
+        "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[]) "
+        "RETURNING id, name, category_id, status",
+        (
+            [new.name for new in news],
+            [new.category_id for new in news],
+            [new.status.value for new in news],
+        ),
     )
-    row = await cursor.fetchone()
-    assert row is not None
-    return Pet(int(row[0]), new.name, new.category_id, new.status)
+    ids: dict[tuple[Any, ...], list[int]] = {}  # content -> ids, descending
+    for pet_id, *content in sorted(await cursor.fetchall(), reverse=True):
+        ids.setdefault(tuple(content), []).append(pet_id)
+    pets = []
+    for new in news:
+        pet_id = ids[new.name, new.category_id, new.status.value].pop()
+        pets.append(Pet(pet_id, new.name, new.category_id, new.status))
+    return pets
 
 
 def _idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
@@ -205,20 +222,29 @@ class PostgresStore:
         across every instance sharing the database, so ids become visible in
         ascending order. This holds for inserts made through this store with the
         identity's default ``CACHE 1``; rows inserted by other means skip the lock.
+
+        The creates without an Idempotency-Key go in first, with one statement (one
+        round trip for the batch, not one each); each with a key then gets its own
+        savepoint.
         """
         with _reachable():
             async with self._connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
-                return [await self._insert_pet(conn, new, claim) for new, claim in creates]
+                plain = [new for new, claim in creates if claim is None]
+                inserted = iter(await _insert_pet_rows(conn, plain) if plain else ())
+                return [
+                    next(inserted)
+                    if claim is None
+                    else await self._insert_claimed(conn, new, claim)
+                    for new, claim in creates
+                ]
 
     @staticmethod
-    async def _insert_pet(
-        conn: _Connection, new: NewPet, claim: IdempotencyClaim | None
+    async def _insert_claimed(
+        conn: _Connection, new: NewPet, claim: IdempotencyClaim
     ) -> Pet | IdempotencyRecord:
-        """One create; with a claim, inside a savepoint that is rolled back (and the
-        existing record returned) when the key is already taken (D16)."""
-        if claim is None:
-            return await _insert_pet_row(conn, new)
+        """One create with an Idempotency-Key, inside a savepoint that is rolled back
+        (and the existing record returned) when the key is already taken (D16)."""
         try:
             async with conn.transaction():
                 await conn.execute(
@@ -226,7 +252,7 @@ class PostgresStore:
                     "WHERE api_key_id = %s AND idempotency_key = %s AND created_at < %s",
                     (claim.api_key_id, claim.key, claim.expired_before),
                 )
-                pet = await _insert_pet_row(conn, new)
+                (pet,) = await _insert_pet_rows(conn, [new])
                 cursor = await conn.execute(
                     "INSERT INTO idempotency_records "
                     "(api_key_id, idempotency_key, fingerprint, pet_id, response, created_at) "
