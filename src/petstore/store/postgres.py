@@ -1,11 +1,12 @@
 """The PostgreSQL store: plain SQL over psycopg 3 async and one bounded connection pool.
 
 Reads are single autocommit statements; getPets that arrive while one is in progress
-share the next query, and listPets the next batch of pages (each page read once).
-Creates that arrive while an insert transaction is in progress are grouped into the
-next transaction on one connection (group commit), and each caller is answered only
-after the commit that holds its row (interface: Add an animal; issue: a 201 means
-durably committed).
+share the next query, and listPets the next batch of pages (one query per status
+filter, each page read once). Creates that arrive while an insert transaction is in
+progress are grouped into the next transaction on one connection (group commit; those
+without an Idempotency-Key in one statement), and each caller is answered only after
+the commit that holds its row (interface: Add an animal; issue: a 201 means durably
+committed).
 
 Every wait is bounded by ``timeout``: for a pooled connection, for a new connection
 (``connect_timeout``) and for each statement (``statement_timeout``, which also
