@@ -313,22 +313,24 @@ class PostgresStore:
         by_status: dict[PetStatus | None, list[_Page]] = {}
         for page in distinct:
             by_status.setdefault(page[0], []).append(page)
-        groups = list(by_status.values())
-        read = await asyncio.gather(*(self._list_status_pages(group) for group in groups))
+        read = await asyncio.gather(
+            *(self._list_status_pages(status, group) for status, group in by_status.items())
+        )
         found = {
             page: pets
-            for group, group_pets in zip(groups, read, strict=True)
+            for group, group_pets in zip(by_status.values(), read, strict=True)
             for page, pets in zip(group, group_pets, strict=True)
         }
         return [found[page] for page in pages]
 
-    async def _list_status_pages(self, pages: list[_Page]) -> list[list[Pet]]:
-        """The animals of ``pages``, pages of one status filter, in one query: each
+    async def _list_status_pages(
+        self, status: PetStatus | None, pages: list[_Page]
+    ) -> list[list[Pet]]:
+        """The animals of ``pages``, pages of the filter ``status``, in one query: each
         page a keyset scan by id (``id > after_id``, ascending, at most ``limit``),
         side by side in a LATERAL join. The filter is a parameter of the whole query,
         not of each page, so PostgreSQL plans it with the value in hand and picks the
         ``(status, id)`` index for a rare status."""
-        status = pages[0][0]
         after_ids = [after_id for _, after_id, _ in pages]
         limits = [limit for _, _, limit in pages]
         if status is None:
