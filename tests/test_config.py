@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from petstore import db
+from petstore import config, db
 from petstore.config import (
     DEFAULT_CURSOR_SECRET,
     Environment,
@@ -221,7 +221,7 @@ def test_settings_constructor_refuses_production_with_the_default_secret() -> No
     ],
 )
 def test_sqlite_path_of_a_file_url(url: str, path: Path) -> None:
-    assert db.sqlite_path(url) == path
+    assert config.sqlite_path(url) == path
     assert db.sqlalchemy_url(url) == f"sqlite:///{path}"
 
 
@@ -237,15 +237,15 @@ def test_sqlite_path_of_a_file_url(url: str, path: Path) -> None:
     ],
 )
 def test_in_memory_or_pathless_sqlite_is_refused(url: str) -> None:
-    with pytest.raises(db.UnsupportedDatabaseError):
-        db.sqlite_path(url)
-    with pytest.raises(db.UnsupportedDatabaseError):
+    with pytest.raises(config.UnsupportedDatabaseError):
+        config.sqlite_path(url)
+    with pytest.raises(config.UnsupportedDatabaseError):
         db.sqlalchemy_url(url)
 
 
 def test_in_memory_sqlite_is_refused_with_a_reason() -> None:
-    with pytest.raises(db.UnsupportedDatabaseError, match="in-memory"):
-        db.sqlite_path("sqlite:///:memory:")
+    with pytest.raises(config.UnsupportedDatabaseError, match="in-memory"):
+        config.sqlite_path("sqlite:///:memory:")
 
 
 @pytest.mark.parametrize(
@@ -259,8 +259,8 @@ def test_in_memory_sqlite_is_refused_with_a_reason() -> None:
     ],
 )
 def test_other_schemes_are_not_sqlite_and_are_unsupported(url: str) -> None:
-    assert db.sqlite_path(url) is None
-    with pytest.raises(db.UnsupportedDatabaseError, match="unsupported"):
+    assert config.sqlite_path(url) is None
+    with pytest.raises(config.UnsupportedDatabaseError, match="unsupported"):
         db.sqlalchemy_url(url)
 
 
@@ -274,6 +274,6 @@ def test_upgrade_refuses_an_in_memory_database_without_creating_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(db.UnsupportedDatabaseError):
+    with pytest.raises(config.UnsupportedDatabaseError):
         db.upgrade("sqlite:///:memory:")
     assert list(tmp_path.iterdir()) == []

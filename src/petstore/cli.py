@@ -19,7 +19,13 @@ import click
 
 from petstore import db, errors, keys
 from petstore.app import configure_logging, utc_now
-from petstore.config import Environment, Settings, SettingsError, load_settings
+from petstore.config import (
+    Environment,
+    Settings,
+    SettingsError,
+    UnsupportedDatabaseError,
+    load_settings,
+)
 from petstore.store import ApiKey, SchemaOutOfDateError, Store, open_store
 
 T = TypeVar("T")
@@ -59,7 +65,7 @@ def _with_store(
         return asyncio.run(run())
     except (
         SchemaOutOfDateError,
-        db.UnsupportedDatabaseError,
+        UnsupportedDatabaseError,
         db.UnreachableDatabaseError,
         errors.PetstoreError,
     ) as exc:
@@ -236,7 +242,7 @@ def db_upgrade() -> None:
     settings = _settings()
     try:
         db.upgrade(settings.database_url)
-    except (db.UnsupportedDatabaseError, db.UnreachableDatabaseError) as exc:
+    except (UnsupportedDatabaseError, db.UnreachableDatabaseError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"Database is at revision {db.head_revision()}.")
 

@@ -34,6 +34,31 @@ class Environment(StrEnum):
     PRODUCTION = "production"
 
 
+class UnsupportedDatabaseError(ValueError):
+    """Raised for a database URL whose scheme no store implements."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL, or None when ``url`` names another backend.
+
+    Raises UnsupportedDatabaseError for an in-memory or empty SQLite URL: every
+    process of the service must see the same durable file.
+    """
+    if not url.startswith("sqlite:"):
+        return None
+    if not url.startswith("sqlite:///"):
+        raise UnsupportedDatabaseError("a SQLite URL looks like sqlite:///path/to/file.db")
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    if not path or path == ":memory:":
+        raise UnsupportedDatabaseError("SQLite needs a file path, not an in-memory database")
+    return Path(path)
+
+
+def is_postgres(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
 class SettingsError(ValueError):
     """Raised by :func:`load_settings` when the environment holds an invalid setting."""
 
@@ -117,9 +142,10 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _supported_database(cls, url: str) -> str:
-        from petstore import db
-
-        db.sqlalchemy_url(url)  # raises UnsupportedDatabaseError, a ValueError
+        if sqlite_path(url) is None and not is_postgres(url):  # sqlite_path raises its own
+            raise UnsupportedDatabaseError(
+                f"unsupported database URL scheme: {url.split(':', 1)[0]!r}"
+            )
         return url
 
     @field_validator("rate_limit")
@@ -169,9 +195,7 @@ class Settings(BaseSettings):
     @property
     def sqlite_path(self) -> Path | None:
         """The SQLite file named by ``database_url``, or None for another backend."""
-        from petstore import db
-
-        return db.sqlite_path(self.database_url)
+        return sqlite_path(self.database_url)
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -1,4 +1,4 @@
-"""Database URLs, and applying or checking the schema migrations.
+"""Applying or checking the schema migrations of a database URL.
 
 ``PETSTORE_DATABASE_URL`` accepts ``sqlite:///relative/path.db``,
 ``sqlite:////absolute/path.db`` (the SQLAlchemy spelling) and
@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from petstore.config import UnsupportedDatabaseError, is_postgres, sqlite_path
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -24,34 +26,9 @@ _MIGRATIONS = Path(__file__).with_name("migrations")
 _VERSIONS = _MIGRATIONS / "versions"
 
 
-class UnsupportedDatabaseError(ValueError):
-    """Raised for a database URL whose scheme no store implements."""
-
-
 class UnreachableDatabaseError(RuntimeError):
     """Raised when migrating fails on the database's side: it does not answer,
     refuses the connection, or the file cannot be opened or written."""
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a ``sqlite:///`` URL, or None when ``url`` names another backend.
-
-    Raises UnsupportedDatabaseError for an in-memory or empty SQLite URL: every
-    process of the service must see the same durable file.
-    """
-    if not url.startswith("sqlite:"):
-        return None
-    if not url.startswith("sqlite:///"):
-        raise UnsupportedDatabaseError("a SQLite URL looks like sqlite:///path/to/file.db")
-    path = url.removeprefix("sqlite:///").split("?", 1)[0]
-    if not path or path == ":memory:":
-        raise UnsupportedDatabaseError("SQLite needs a file path, not an in-memory database")
-    return Path(path)
-
-
-def is_postgres(url: str) -> bool:
-    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return url.startswith(("postgresql://", "postgres://"))
 
 
 def sqlalchemy_url(url: str) -> str:

@@ -150,23 +150,23 @@ async def open_store(url: str, *, pool_size: int = 10) -> Store:
 
     ``pool_size`` bounds the connections of a PostgreSQL store (SQLite uses one
     reader and one writer). Raises SchemaOutOfDateError when migrations are missing
-    (run ``petstore db upgrade``), ``db.UnsupportedDatabaseError`` for an unknown URL
+    (run ``petstore db upgrade``), ``config.UnsupportedDatabaseError`` for an unknown URL
     scheme, and ``errors.Unavailable`` when the database cannot be reached.
     """
-    from petstore import db
+    from petstore import config, db
 
     store: Store
-    path = db.sqlite_path(url)
+    path = config.sqlite_path(url)
     if path is not None:
         from petstore.store.sqlite import SQLiteStore
 
         store = SQLiteStore(path)
-    elif db.is_postgres(url):
+    elif config.is_postgres(url):
         from petstore.store.postgres import PostgresStore
 
         store = await PostgresStore.open(url, pool_size=pool_size)
     else:
-        raise db.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
+        raise config.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
     found = await store.schema_revision()
     if not db.schema_is_usable(found):
         await store.close()
