@@ -8,6 +8,8 @@ import hashlib
 import json
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -496,5 +498,18 @@ def test_version_prints_the_package_version() -> None:
 def test_help_lists_the_commands() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0, result.output
-    for command in ("serve", "keys", "db", "openapi"):
+    for command in ("serve", "keys", "db", "openapi", "pets"):
         assert re.search(rf"^\s+{command}\b", result.stdout, re.MULTILINE), command
+
+
+def test_the_command_does_not_load_the_http_application() -> None:
+    # The CLI goes through petstore.keys and petstore.logs; the HTTP layer is granian's
+    # workers' business ("petstore.app:app_from_environment"), not the command's.
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, petstore.cli; print(*sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "petstore.cli" in loaded
+    assert "petstore.app" not in loaded

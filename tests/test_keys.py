@@ -247,3 +247,55 @@ def test_dev_key_is_created_when_every_key_is_expired(
     created = run_with_store(database_url, lambda store: keys.ensure_dev_key(store, now=later))
     assert created is not None
     assert [row["name"] for row in api_key_rows(database_url)] == ["old", "dev"]
+
+
+# Listing and revoking ---------------------------------------------------------------
+
+
+def test_list_keys_gives_every_key_by_id_and_no_secret(
+    database_url: str, make_key: Callable[..., str]
+) -> None:
+    issued = [make_key(name="a"), make_key(name="b", expires_at=NOW + timedelta(days=1))]
+    run_with_store(database_url, lambda store: keys.revoke(store, 1, now=NOW))
+    listed = run_with_store(database_url, keys.list_keys)
+    assert [(r.id, r.name) for r in listed] == [(1, "a"), (2, "b")]
+    assert [r.revoked_at for r in listed] == [NOW, None]
+    assert listed[1].expires_at == NOW + timedelta(days=1)
+    for key in issued:
+        assert key not in repr(listed)
+        assert keys.hash_key(key) not in repr(listed)
+
+
+def test_list_keys_of_an_empty_store_is_empty(database_url: str) -> None:
+    assert run_with_store(database_url, keys.list_keys) == []
+
+
+def test_revoke_marks_the_key_revoked_in_utc_once(
+    database_url: str, make_key: Callable[..., str]
+) -> None:
+    make_key(name="a")
+    at = datetime(2026, 11, 21, 14, 0, tzinfo=timezone(timedelta(hours=2)))
+    assert run_with_store(database_url, lambda store: keys.revoke(store, 1, now=at)) is True
+    later = NOW + timedelta(hours=1)
+    assert run_with_store(database_url, lambda store: keys.revoke(store, 1, now=later)) is False
+    (record,) = run_with_store(database_url, keys.list_keys)
+    assert record.revoked_at == NOW
+    assert record.revoked_at.utcoffset() == timedelta(0)
+
+
+@pytest.mark.parametrize("key_id", [0, -1, 99])
+def test_revoking_an_unknown_key_is_false(
+    database_url: str, make_key: Callable[..., str], key_id: int
+) -> None:
+    make_key(name="a")
+    assert run_with_store(database_url, lambda store: keys.revoke(store, key_id, now=NOW)) is False
+    assert [row["revoked_at"] for row in api_key_rows(database_url)] == [None]
+
+
+def test_revoke_refuses_a_naive_time(database_url: str, make_key: Callable[..., str]) -> None:
+    make_key(name="a")
+    with pytest.raises(ValueError, match="zone"):
+        run_with_store(
+            database_url, lambda store: keys.revoke(store, 1, now=datetime(2026, 11, 21, 12, 0))
+        )
+    assert [row["revoked_at"] for row in api_key_rows(database_url)] == [None]

@@ -12,13 +12,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import click
 
-from petstore import db, errors, keys
-from petstore.app import configure_logging, utc_now
+from petstore import db, errors, keys, logs
+from petstore.cli_pets import pets_group
 from petstore.config import (
     Environment,
     Settings,
@@ -127,12 +127,12 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
             os.environ[f"PETSTORE_{name}"] = str(value)
-    configure_logging(settings)
+    logs.configure(level=settings.log_level, json=settings.json_logs)
 
     async def prepare(store: Store) -> str | None:
         if settings.environment is Environment.PRODUCTION:
             return None
-        return await keys.ensure_dev_key(store, now=utc_now())
+        return await keys.ensure_dev_key(store, now=datetime.now(UTC))
 
     dev_key = _with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
     url = f"http://{settings.host}:{settings.port}/v1"
@@ -168,13 +168,11 @@ def keys_group() -> None:
 )
 def keys_create(name: str, expires_at: datetime | None) -> None:
     """Create a key. The key is printed once, alone on the last line."""
-    from datetime import UTC
-
     if expires_at is not None and expires_at.tzinfo is None:
         expires_at = expires_at.replace(tzinfo=UTC)
 
     async def create(store: Store) -> tuple[ApiKey, str]:
-        return await keys.create(store, name=name, now=utc_now(), expires_at=expires_at)
+        return await keys.create(store, name=name, now=datetime.now(UTC), expires_at=expires_at)
 
     try:
         record, key = _with_store(_settings(), create)
@@ -189,31 +187,20 @@ def keys_create(name: str, expires_at: datetime | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per key.")
 def keys_list(as_json: bool) -> None:
     """List keys: id, name, prefix, created, expires, revoked. Never a secret."""
-    records = _with_store(_settings(), lambda store: store.list_api_keys())
+    records = _with_store(_settings(), keys.list_keys)
 
-    def when(value: datetime | None) -> str:
-        return value.isoformat(timespec="seconds") if value else "-"
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat(timespec="seconds") if value else None
 
     if as_json:
         for r in records:
-            click.echo(
-                json.dumps(
-                    {
-                        "id": r.id,
-                        "name": r.name,
-                        "prefix": r.prefix,
-                        "created_at": when(r.created_at),
-                        "expires_at": r.expires_at and when(r.expires_at),
-                        "revoked_at": r.revoked_at and when(r.revoked_at),
-                    }
-                )
-            )
+            times = {f: iso(getattr(r, f)) for f in ("created_at", "expires_at", "revoked_at")}
+            click.echo(json.dumps({"id": r.id, "name": r.name, "prefix": r.prefix, **times}))
         return
-    rows = [("ID", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED")]
-    rows += [
-        (str(r.id), r.name, r.prefix, when(r.created_at), when(r.expires_at), when(r.revoked_at))
-        for r in records
-    ]
+    rows: list[tuple[str, ...]] = [("ID", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED")]
+    for r in records:
+        shown = (iso(t) or "-" for t in (r.created_at, r.expires_at, r.revoked_at))
+        rows.append((str(r.id), r.name, r.prefix, *shown))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo(
@@ -225,7 +212,8 @@ def keys_list(as_json: bool) -> None:
 @click.argument("key_id", type=int)
 def keys_revoke(key_id: int) -> None:
     """Revoke key KEY_ID; every instance refuses it within 5 seconds (D13)."""
-    revoked = _with_store(_settings(), lambda store: store.revoke_api_key(key_id, at=utc_now()))
+    now = datetime.now(UTC)
+    revoked = _with_store(_settings(), lambda store: keys.revoke(store, key_id, now=now))
     if not revoked:
         raise click.ClickException(f"no active key has id {key_id}")
     click.echo(f"Revoked API key {key_id}.")
@@ -247,18 +235,12 @@ def db_upgrade() -> None:
     click.echo(f"Database is at revision {db.head_revision()}.")
 
 
-def _register_pets() -> None:
-    from petstore.cli_pets import pets_group
-
-    main.add_command(pets_group)
-
-
-_register_pets()
-
-
 @main.command()
 def openapi() -> None:
     """Print the served OpenAPI document (JSON)."""
     from petstore.docs import openapi_document
 
     click.echo(json.dumps(openapi_document(_settings()), indent=2))
+
+
+main.add_command(pets_group)

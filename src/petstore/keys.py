@@ -71,3 +71,20 @@ async def ensure_dev_key(store: Store, *, now: datetime) -> str | None:
         return None
     _, key = await create(store, name="dev", now=now)
     return key
+
+
+async def list_keys(store: Store) -> list[ApiKey]:
+    """Every key in ``store``, revoked and expired ones included, by id. The records
+    carry no key and no hash."""
+    return await store.list_api_keys()
+
+
+async def revoke(store: Store, key_id: int, *, now: datetime) -> bool:
+    """Revoke key ``key_id`` as of ``now``; every instance refuses it within 5 seconds.
+
+    Returns False when no unrevoked key has that id (unknown, or revoked already).
+    Raises ValueError when ``now`` is naive.
+    """
+    if now.tzinfo is None:
+        raise ValueError("the revocation time needs a time zone")
+    return await store.revoke_api_key(key_id, at=now.astimezone(UTC))
