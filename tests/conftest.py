@@ -23,13 +23,12 @@ from typing import Any
 import httpx2
 import pytest
 from click.testing import CliRunner
-from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from petstore import db, docs, keys
 from petstore.app import create_app
 from petstore.config import Settings
-from petstore.middleware import ServiceMiddleware
+from petstore.service import Service
 from petstore.store import open_store
 from tests.conformance import Conformance
 
@@ -194,12 +193,10 @@ def free_port() -> int:
         return port
 
 
-def lifespan(app: ServiceMiddleware) -> AbstractAsyncContextManager[None]:
-    """The lifespan of an app from ``create_app``: its Starlette app's, inside the
-    service middleware (for tests that drive the app over httpx's ASGI transport)."""
-    inner = app.app
-    assert isinstance(inner, Starlette)
-    return inner.router.lifespan_context(inner)
+def lifespan(app: Service) -> AbstractAsyncContextManager[None]:
+    """The lifespan of an app from ``create_app`` (for tests that drive the app over
+    httpx's ASGI transport, which does not run it)."""
+    return app.lifespan()
 
 
 class LiveServer:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from petstore import errors, idempotency, keys, pets
+from petstore import errors, keys, parsing
 from petstore.config import Settings
 from petstore.pagination import CursorSigner
 from petstore.schemas import PetStatus
@@ -403,7 +403,7 @@ def outcome(parse: Callable[[str], object], raw: str) -> tuple[str, object]:
 def test_parse_limit_accepts_exactly_the_integers_1_to_100(raw: str) -> None:
     number = decimal(raw, signed=False)
     expected = number if number is not None and 1 <= number <= 100 else None
-    result, value = outcome(pets.parse_limit, raw)
+    result, value = outcome(parsing.parse_limit, raw)
     if expected is None:
         assert result == "invalid"
         assert isinstance(value, str)
@@ -413,7 +413,7 @@ def test_parse_limit_accepts_exactly_the_integers_1_to_100(raw: str) -> None:
 
 
 def test_parse_limit_defaults_to_20() -> None:
-    assert pets.parse_limit(None) == 20
+    assert parsing.parse_limit(None) == 20
 
 
 @properties(max_examples=200)
@@ -421,7 +421,7 @@ def test_parse_limit_defaults_to_20() -> None:
     raw=st.one_of(hostile_text, st.sampled_from(STATUSES), st.sampled_from(STATUSES).map(str.upper))
 )
 def test_parse_status_accepts_exactly_a_pet_status(raw: str) -> None:
-    result, value = outcome(pets.parse_status, raw)
+    result, value = outcome(parsing.parse_status, raw)
     if raw in STATUSES:
         assert (result, value) == ("ok", PetStatus(raw))
     else:
@@ -440,7 +440,7 @@ def test_parse_status_accepts_exactly_a_pet_status(raw: str) -> None:
 )
 def test_parse_pet_id_accepts_exactly_an_int64(raw: str) -> None:
     number = decimal(raw, signed=True)
-    result, value = outcome(pets.parse_pet_id, raw)
+    result, value = outcome(parsing.parse_pet_id, raw)
     if number is not None and INT64_MIN <= number <= INT64_MAX:
         assert (result, value) == ("ok", number)
     else:
@@ -460,7 +460,7 @@ long_numerals = st.integers(min_value=4301, max_value=20_000).flatmap(
 
 
 @properties(max_examples=5)
-@given(raw=long_numerals, parse=st.sampled_from([pets.parse_limit, pets.parse_pet_id]))
+@given(raw=long_numerals, parse=st.sampled_from([parsing.parse_limit, parsing.parse_pet_id]))
 def test_a_numeral_of_thousands_of_digits_is_invalid_request(
     raw: str, parse: Callable[[str], object]
 ) -> None:
@@ -496,7 +496,7 @@ def sf_string(content: str) -> str:
 def test_parse_key_raises_nothing_but_invalid_request(raw: str) -> None:
     message: str | None
     try:
-        key = idempotency.parse_key(raw)
+        key = parsing.parse_idempotency_key(raw)
     except errors.InvalidRequest as exc:
         message = exc.message
     else:
@@ -506,28 +506,28 @@ def test_parse_key_raises_nothing_but_invalid_request(raw: str) -> None:
         return
     assert isinstance(key, str)
     assert key
-    assert len(raw.strip(" ")) <= idempotency.MAX_LENGTH
+    assert len(raw.strip(" ")) <= parsing.IDEMPOTENCY_KEY_MAX
 
 
 @properties(max_examples=300)
 @given(content=sf_string_content.filter(bool), spaces=st.sampled_from(["", " ", "  "]))
 def test_parse_key_round_trips_structured_field_strings(content: str, spaces: str) -> None:
     header = spaces + sf_string(content) + spaces
-    if len(sf_string(content)) > idempotency.MAX_LENGTH:
+    if len(sf_string(content)) > parsing.IDEMPOTENCY_KEY_MAX:
         with pytest.raises(errors.InvalidRequest):
-            idempotency.parse_key(header)
+            parsing.parse_idempotency_key(header)
     else:
-        assert idempotency.parse_key(header) == content
+        assert parsing.parse_idempotency_key(header) == content
 
 
 @properties(max_examples=200)
 @given(token=tokens)
 def test_parse_key_keeps_a_bare_token_as_it_is(token: str) -> None:
-    assert idempotency.parse_key(token) == token
+    assert parsing.parse_idempotency_key(token) == token
 
 
 def test_parse_key_of_no_header_is_none() -> None:
-    assert idempotency.parse_key(None) is None
+    assert parsing.parse_idempotency_key(None) is None
 
 
 # --- API key format (D13) -------------------------------------------------------------

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 from petstore import db
 from petstore.app import create_app
 from petstore.config import Settings
-from petstore.middleware import ServiceMiddleware
+from petstore.service import Service
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, LiveServer, lifespan, postgres_database, run_sql
 
@@ -215,7 +215,7 @@ def test_the_request_past_the_limit_is_429_with_retry_after(
 
 
 def _at_once(
-    app: ServiceMiddleware, requests: list[dict[str, str]], *, first: Sequence[dict[str, str]] = ()
+    app: Service, requests: list[dict[str, str]], *, first: Sequence[dict[str, str]] = ()
 ) -> list[httpx.Response]:
     """GET /v1/pets once per header set in ``requests``, all at once, in one event loop,
     after one request per header set in ``first``, one after the other."""

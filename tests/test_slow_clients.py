@@ -8,7 +8,6 @@ the figures each test measured are printed (``pytest -s``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import select
 import socket
@@ -21,7 +20,6 @@ from pathlib import Path
 import pytest
 from bench.servers import child_pids
 
-from petstore import api, errors
 from tests.conftest import LiveServer, all_pets
 
 pytestmark = pytest.mark.slow
@@ -431,55 +429,3 @@ def test_stalled_bodies_get_400_once_the_body_timeout_has_passed(
     assert BODY_TIMEOUT - 0.1 <= elapsed < BODY_TIMEOUT + 1.0
     assert all_pets(server.url, key) == before
     assert timed_list(server, key) < PROMPT
-
-
-def _stalled_exchange(first: bytes) -> api.Exchange:
-    """An exchange whose body sends ``first`` (of a declared 40 bytes), then stalls."""
-    messages = [{"type": "http.request", "body": first, "more_body": True}]
-
-    async def receive() -> dict[str, object]:
-        if messages:
-            return messages.pop()
-        await asyncio.Event().wait()  # forever
-        raise AssertionError("unreachable")
-
-    async def send(message: object) -> None:
-        raise AssertionError("nothing is sent while reading")
-
-    scope = {"type": "http", "headers": [(b"content-length", b"40")]}
-    return api.Exchange(scope, receive, send, "request-id", [])
-
-
-def test_a_body_read_past_its_deadline_is_invalid_and_the_task_not_left_cancelled() -> None:
-    async def main() -> None:
-        deadlines = api.BodyDeadlines(asyncio.get_running_loop())
-        started = time.monotonic()
-        with pytest.raises(errors.InvalidRequest, match=r"did not arrive within 0\.3 s"):
-            await api._read_body(
-                _stalled_exchange(b"{"), limit=100, within=0.3, deadlines=deadlines
-            )
-        elapsed = time.monotonic() - started
-        assert 0.3 <= elapsed < 0.3 + api.BODY_CHECK_SECONDS + 0.2
-        task = asyncio.current_task()
-        assert task is not None
-        assert task.cancelling() == 0  # as after asyncio.timeout
-        await asyncio.sleep(0.01)  # and no cancellation is still pending
-
-    asyncio.run(main())
-
-
-def test_a_body_read_cancelled_by_the_server_stays_cancelled() -> None:
-    """A cancellation that is not the deadline's (the server shutting down) is not
-    turned into a 400."""
-
-    async def main() -> None:
-        deadlines = api.BodyDeadlines(asyncio.get_running_loop())
-        reading = asyncio.create_task(
-            api._read_body(_stalled_exchange(b""), limit=100, within=5, deadlines=deadlines)
-        )
-        await asyncio.sleep(0.05)
-        reading.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await reading
-
-    asyncio.run(main())

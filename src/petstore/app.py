@@ -1,7 +1,12 @@
-"""``create_app(settings)``: wiring only. Nothing is built at import time.
+"""``create_app(settings)``: every path the service answers, and what it is built from.
 
-The lifespan opens the store and builds the services the endpoints share; it
-closes the store at shutdown.
+Start reading here. :func:`create_app` builds everything a request needs (nothing at
+import time) and lists the route table; the lifespan only opens and closes
+connections. A request then goes: :mod:`petstore.service` (request id, route,
+errors, access log) -> :mod:`petstore.api` (the operation) -> the rules
+(:mod:`petstore.pets`, :mod:`petstore.pagination`, :mod:`petstore.idempotency`,
+:mod:`petstore.auth`, :mod:`petstore.ratelimit`) -> :mod:`petstore.store` (SQL).
+docs/architecture.md draws it.
 """
 
 from __future__ import annotations
@@ -17,22 +22,20 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from prometheus_client import start_http_server
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import ASGIApp
 
-from petstore import api, db, docs, errors, logs, pagination, pets
+from petstore import api, errors, logs, pagination, pets
+from petstore.api import PetsApi
+from petstore.asgi import BodyReader, Exchange
 from petstore.auth import KeyVerifier
 from petstore.config import Settings, load_settings
+from petstore.docs import DocsPages
 from petstore.idempotency import TTL, IdempotentCreates
 from petstore.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from petstore.metrics import Metrics
-from petstore.middleware import ServiceMiddleware, error_log
 from petstore.ratelimit import RateLimiter
-from petstore.store import Store, open_store
+from petstore.routes import Operation, Route
+from petstore.service import Service
+from petstore.store import Store, create_store
 
 Clock = Callable[[], datetime]
 
@@ -42,69 +45,61 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _render_error(request: Request, exc: Exception) -> Response:
-    """The Error body (D10) of a Starlette endpoint's error, ours or Starlette's. Any
-    other exception is a 500 ``internal_error``; Starlette raises it again after this
-    answer and the service middleware logs it."""
-    if isinstance(exc, HTTPException):
-        exc = errors.from_http_status(exc.status_code, exc.headers)
-    elif not isinstance(exc, errors.PetstoreError):
-        exc = errors.InternalError("an unexpected error occurred; it has been logged")
-    api.log_fault(exc, request.state.request_id)
-    return Response(
-        exc.body(), status_code=exc.status, headers=exc.headers, media_type="application/json"
-    )
-
-
-async def _purge_idempotency_records(store: Store, clock: Clock, settings: Settings) -> None:
-    """Delete idempotency records past their 24 hours (D16), at start and then
-    every ``idempotency_purge_seconds``."""
-    while True:
-        try:
-            purged = await store.purge_idempotency_records(created_before=clock() - TTL)
-        except errors.PetstoreError:
-            error_log.warning("could not purge expired idempotency records", exc_info=True)
-        else:
-            if purged:
-                error_log.info("purged %d expired idempotency records", purged)
-        await asyncio.sleep(settings.idempotency_purge_seconds)
-
-
-def create_app(settings: Settings, *, clock: Clock = utc_now) -> ServiceMiddleware:
-    """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14) and
-    key expiry. The database must already be migrated (``db.upgrade``).
-
-    The service middleware is outermost: it answers the ``/v1/pets`` operations
-    itself (:class:`api.PetsApi`) and hands every other request to Starlette.
+def create_app(settings: Settings, *, clock: Clock = utc_now) -> Service:
+    """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
+    idempotency records (D16) and key expiry. The database must already be migrated
+    (``petstore db upgrade``); the lifespan connects to it.
     """
-    pets_api = api.PetsApi()
+    store = create_store(settings.database_url, pool_size=settings.database_pool_size)
+    rate_limiter = (
+        RateLimiter(settings.rate_limit, redis_url=settings.redis_url)
+        if settings.rate_limit_enabled
+        else None
+    )
+    metrics = Metrics()
+    metrics.watch_pool(store.pool_stats)
+    pets_api = PetsApi(
+        store=store,
+        verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
+        pages=pagination.Pages(
+            store, pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode())
+        ),
+        bodies=BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
+        idempotency=IdempotentCreates(),
+        rate_limiter=rate_limiter,
+        clock=clock,
+        check_sunset=pets.sunset_check(None if clock is utc_now else clock),
+        deprecation_date=settings.deprecation_date,
+        metrics=metrics,
+    )
+    docs = DocsPages(settings)
+
+    async def metrics_page(exchange: Exchange) -> None:
+        """Prometheus metrics, no key (keep this path off the public load balancer)."""
+        await exchange.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
+
+    routes = [
+        Route(
+            "/v1/pets",
+            GET=Operation("listPets", pets_api.list_pets),
+            POST=Operation("createPet", pets_api.create_pet),
+        ),
+        Route("/v1/pets/{petId}", GET=Operation("getPet", pets_api.get_pet)),
+        Route("/v1/openapi.json", GET=docs.openapi_json),
+        Route("/v1/docs", GET=docs.docs_page),
+        Route("/v1/docs/init.js", GET=docs.docs_init),
+        Route("/v1/docs/deprecations", GET=docs.deprecations),
+        Route("/v1/docs/assets/{path:path}", GET=docs.assets),
+        Route("/healthz", GET=api.healthz),
+        Route("/readyz", GET=pets_api.readyz),
+    ]
+    serve_metrics_here = settings.metrics_enabled and settings.metrics_port is None
+    if serve_metrics_here:
+        routes.append(Route("/metrics", GET=metrics_page))
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        store = await open_store(settings.database_url, pool_size=settings.database_pool_size)
-        app.state.services = services = api.Services(
-            store=store,
-            verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
-            cursors=pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode()),
-            clock=clock,
-            check_sunset=pets.sunset_check(None if clock is utc_now else clock),
-            max_body_bytes=settings.max_body_bytes,
-            body_timeout_seconds=settings.body_timeout_seconds,
-            schema_usable=db.schema_is_usable,
-            deprecation_headers={
-                "Deprecation": f"@{int(settings.deprecation_date.timestamp())}",  # RFC 9745
-                "Sunset": pets.SUNSET_HEADER,  # RFC 8594
-            },
-            rate_limiter=(
-                RateLimiter(settings.rate_limit, redis_url=settings.redis_url)
-                if settings.rate_limit_enabled
-                else None
-            ),
-            idempotency=IdempotentCreates(),
-            metrics=metrics,
-        )
-        pets_api.bind(services)
-        metrics.watch_pool(store.pool_stats)
+    async def lifespan() -> AsyncIterator[None]:
+        await store.open()
         purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
         metrics_server = None
         if settings.metrics_enabled and settings.metrics_port is not None:
@@ -118,41 +113,30 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> ServiceMiddlewa
                 metrics_server.shutdown()
                 metrics_server.server_close()
             purger.cancel()
-            if services.rate_limiter is not None:
-                await services.rate_limiter.close()
+            if rate_limiter is not None:
+                await rate_limiter.close()
             await store.close()
 
-    metrics = Metrics()
-
-    async def metrics_page(request: Request) -> Response:
-        """Prometheus metrics, no key (keep this path off the public load balancer)."""
-        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
-
-    routes = [
-        Route("/healthz", api.healthz, methods=["GET"]),
-        Route("/readyz", api.readyz, methods=["GET"]),
-        *docs.routes(settings),
-    ]
-    if settings.metrics_enabled and settings.metrics_port is None:
-        routes.append(Route("/metrics", metrics_page, methods=["GET"]))
-    app = Starlette(
-        routes=routes,
-        exception_handlers={
-            errors.PetstoreError: _render_error,
-            HTTPException: _render_error,
-            Exception: _render_error,
-        },
+    return Service(
+        routes,
         lifespan=lifespan,
-    )
-    app.router.redirect_slashes = False
-    return ServiceMiddleware(
-        app, api=pets_api, metrics=metrics, trust_forwarded=settings.trust_forwarded_headers
+        metrics=metrics,
+        trust_forwarded=settings.trust_forwarded_headers,
     )
 
 
-def configure_logging(settings: Settings) -> None:
-    """Log to stderr at ``settings.log_level``; every line names its request id (D18)."""
-    logs.configure(level=settings.log_level, json=settings.json_logs)
+async def _purge_idempotency_records(store: Store, clock: Clock, settings: Settings) -> None:
+    """Delete idempotency records past their 24 hours (D16), at start and then
+    every ``idempotency_purge_seconds``."""
+    while True:
+        try:
+            purged = await store.purge_idempotency_records(created_before=clock() - TTL)
+        except errors.PetstoreError:
+            errors.log.warning("could not purge expired idempotency records", exc_info=True)
+        else:
+            if purged:
+                errors.log.info("purged %d expired idempotency records", purged)
+        await asyncio.sleep(settings.idempotency_purge_seconds)
 
 
 def _exit_with_parent() -> None:
@@ -168,7 +152,7 @@ def _exit_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def app_from_environment() -> ASGIApp:
+def app_from_environment() -> Service:
     """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
     in each worker process.
 
@@ -179,7 +163,7 @@ def app_from_environment() -> ASGIApp:
     """
     _exit_with_parent()
     settings = load_settings()
-    configure_logging(settings)
+    logs.configure(level=settings.log_level, json=settings.json_logs)
     app = create_app(settings)
     gc.collect()  # nothing unreachable goes into the permanent generation
     gc.freeze()

@@ -8,18 +8,22 @@ from the ``swagger-ui-py`` package's static files, so it works with no internet.
 from __future__ import annotations
 
 import json
+from email.utils import format_datetime
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import yaml
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
-from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from petstore.asgi import Exchange
 from petstore.config import Settings
-from petstore.pets import REPLACEMENT, SUNSET_HEADER
+from petstore.pets import REPLACEMENT, SUNSET
+
+HTML = b"text/html; charset=utf-8"
+JAVASCRIPT = b"text/javascript; charset=utf-8"
+#: Where Swagger UI's static files are served.
+ASSETS = "/v1/docs/assets"
 
 
 def openapi_document(settings: Settings) -> dict[str, Any]:
@@ -66,13 +70,14 @@ _DOCS_INIT = """window.ui = SwaggerUIBundle({
 });
 """
 
+_SUNSET = format_datetime(SUNSET, usegmt=True)
 _DEPRECATIONS_PAGE = f"""<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Petstore API: deprecations</title></head>
 <body>
 <h1>Deprecations</h1>
 <h2 id="getPet">GET /v1/pets/{{petId}} (getPet)</h2>
-<p>Deprecated since 2026-01-01. Removed on {SUNSET_HEADER} (the <code>Sunset</code>
+<p>Deprecated since 2026-01-01. Removed on {_SUNSET} (the <code>Sunset</code>
 header); from then on it answers <code>410 gone</code>.</p>
 <p>Replacement: <code>{REPLACEMENT}</code>, for example
 <code>GET /v1/pets?status=available</code>, following <code>Link: rel="next"</code>.</p>
@@ -81,29 +86,30 @@ header); from then on it answers <code>410 gone</code>.</p>
 """
 
 
-def routes(settings: Settings) -> list[Route | Mount]:
-    """The routes of ``/v1/openapi.json``, ``/v1/docs`` and its assets."""
-    document = json.dumps(openapi_document(settings), indent=2).encode()
+class DocsPages:
+    """``/v1/openapi.json`` (no key needed, D12), the interactive docs page
+    ``/v1/docs`` with its script and assets, and the deprecations page (D14)."""
 
-    async def openapi_json(request: Request) -> Response:
-        """The OpenAPI 3.1 document. No key needed (D12)."""
-        return Response(document, media_type="application/json")
+    def __init__(self, settings: Settings) -> None:
+        self._document = json.dumps(openapi_document(settings), indent=2).encode()
+        self._assets = StaticFiles(directory=_swagger_ui_assets())
 
-    async def docs_page(request: Request) -> Response:
-        """The interactive docs page."""
-        return HTMLResponse(_DOCS_PAGE)
+    async def openapi_json(self, exchange: Exchange) -> None:
+        """The OpenAPI 3.1 document of this deployment."""
+        await exchange.respond(200, self._document)
 
-    async def docs_init(request: Request) -> Response:
-        return Response(_DOCS_INIT, media_type="text/javascript")
+    async def docs_page(self, exchange: Exchange) -> None:
+        """The interactive docs page (Swagger UI, no internet needed)."""
+        await exchange.respond(200, _DOCS_PAGE.encode(), content_type=HTML)
 
-    async def deprecations(request: Request) -> Response:
+    async def docs_init(self, exchange: Exchange) -> None:
+        """The script that starts Swagger UI on the document."""
+        await exchange.respond(200, _DOCS_INIT.encode(), content_type=JAVASCRIPT)
+
+    async def deprecations(self, exchange: Exchange) -> None:
         """What is deprecated, when it goes, and what replaces it (D14)."""
-        return HTMLResponse(_DEPRECATIONS_PAGE)
+        await exchange.respond(200, _DEPRECATIONS_PAGE.encode(), content_type=HTML)
 
-    return [
-        Route("/v1/openapi.json", openapi_json, methods=["GET"]),
-        Route("/v1/docs", docs_page, methods=["GET"]),
-        Route("/v1/docs/init.js", docs_init, methods=["GET"]),
-        Route("/v1/docs/deprecations", deprecations, methods=["GET"]),
-        Mount("/v1/docs/assets", StaticFiles(directory=_swagger_ui_assets())),
-    ]
+    async def assets(self, exchange: Exchange) -> None:
+        """Swagger UI's static files, under :data:`ASSETS`."""
+        await exchange.forward(self._assets, mounted_at=ASSETS)

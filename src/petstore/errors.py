@@ -1,4 +1,4 @@
-"""Errors: one class per Error ``code`` (D10), all rendered by :func:`error_response`.
+"""Errors: one class per Error ``code`` (D10), all rendered by :func:`render`.
 
 Hierarchy::
 
@@ -17,15 +17,20 @@ Hierarchy::
     ├── InternalError             500 internal_error
     └── Unavailable               503 unavailable (+ Retry-After)
 
-The rules and storage layers raise these; the web layer never builds an error body
-by hand.
+The rules and storage layers raise these; the HTTP layer turns each into its
+response with :func:`render`, the one place an Error body is built, and never
+builds one by hand.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from petstore.schemas import Error, encode
+
+#: Faults of ours (a 5xx with a cause, an unhandled exception) and background failures.
+log = logging.getLogger("petstore.error")
 
 #: D12: the realm of every bearer challenge.
 REALM = 'Bearer realm="petstore"'
@@ -157,3 +162,29 @@ def from_http_status(status: int, headers: Mapping[str, str] | None = None) -> P
     if cls is None:
         return InvalidRequest("the request could not be processed")
     return cls(cls.__doc__.splitlines()[0] if cls.__doc__ else cls.code)
+
+
+def internal_error() -> InternalError:
+    """The 500 for an unexpected fault: its message carries no internals."""
+    return InternalError("an unexpected error occurred; it has been logged")
+
+
+def render(
+    error: PetstoreError, *, request_id: str
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The response of ``error``: its status, its headers (lower-case latin-1 bytes,
+    ``Content-Type`` not included) and its Error body (D10).
+
+    A 5xx with a cause (the database fault behind a 503) is logged here with that
+    cause's traceback under ``request_id``; other errors are not faults of ours.
+    """
+    if error.status >= 500 and error.__cause__ is not None:
+        log.error(
+            "%s: %s",
+            error.code,
+            error.message,
+            exc_info=error.__cause__,
+            extra={"request_id": request_id},
+        )
+    headers = [(name.lower().encode(), value.encode()) for name, value in error.headers.items()]
+    return error.status, headers, error.body()

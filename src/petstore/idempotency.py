@@ -11,7 +11,6 @@ first one's commit and then gets the replay.
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import datetime, timedelta
 
 from petstore import errors
@@ -20,31 +19,6 @@ from petstore.store import IdempotencyClaim, Store
 
 #: D16: how long a key is remembered.
 TTL = timedelta(hours=24)
-MAX_LENGTH = 255
-# RFC 8941: a token, or the inside of a string (printable ASCII, \" and \\ escaped).
-_TOKEN = re.compile(r"[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*")
-_STRING = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])+)"')
-
-
-def parse_key(raw: str | None) -> str | None:
-    """The key of an ``Idempotency-Key`` header: a non-empty structured-field string
-    or a bare token, the header at most 255 characters; None when it is absent.
-    Raises InvalidRequest."""
-    if raw is None:
-        return None
-    value = raw.strip(" ")
-    if len(value) > MAX_LENGTH:
-        raise errors.InvalidRequest(f"Idempotency-Key: at most {MAX_LENGTH} characters")
-    string = _STRING.fullmatch(value)
-    if string is not None:
-        key = re.sub(r"\\(.)", r"\1", string.group(1))
-    elif _TOKEN.fullmatch(value):
-        key = value
-    else:
-        raise errors.InvalidRequest(
-            'Idempotency-Key: must be a quoted string ("...") or a token of printable ASCII'
-        )
-    return key
 
 
 def fingerprint(new_pet: NewPet) -> str:

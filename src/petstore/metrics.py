@@ -2,8 +2,8 @@
 
 One registry per app. Request figures are labelled by operation id (``listPets``,
 ``createPet``, ``getPet``; other routes by their template; unknown paths as
-``unmatched``) so label values stay few. Database pool figures are read from the
-store when scraped.
+``unmatched``; see :mod:`petstore.routes`) so label values stay few. Database
+pool figures are read from the store when scraped.
 """
 
 from __future__ import annotations
@@ -24,22 +24,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-#: (route template, method) -> the interface's operation id.
-OPERATIONS = {
-    ("/v1/pets", "GET"): "listPets",
-    ("/v1/pets", "HEAD"): "listPets",
-    ("/v1/pets", "POST"): "createPet",
-    ("/v1/pets/{pet_id}", "GET"): "getPet",
-    ("/v1/pets/{pet_id}", "HEAD"): "getPet",
-}
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def operation_of(route_path: str | None, method: str) -> str:
-    """The label for a request: its operation id, route template, or ``unmatched``."""
-    if route_path is None:
-        return "unmatched"
-    return OPERATIONS.get((route_path, method), route_path)
+#: The Content-Type of the text exposition format.
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 
 class _PoolCollector(Collector):

@@ -1,7 +1,8 @@
 """Rules for animals: listing pages, creating, fetching, and the getPet sunset.
 
-No web framework here: functions take validated values and a Store, and raise
-``errors.*`` (interface: Endpoints; D1, D7, D9, D11, D14).
+No HTTP here: functions take values already parsed (:mod:`petstore.parsing`) and a
+Store, return values, and raise ``errors.*`` (interface: Endpoints; D1, D7, D9,
+D11, D14).
 """
 
 from __future__ import annotations
@@ -12,61 +13,13 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 
 from petstore import errors
-from petstore.schemas import INT64_MAX, NewPet, Pet, PetStatus
+from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.store import Store
-
-LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
 
 #: interface: Versioning: getPet is removed on 5 December 2030 (00:00:00 GMT).
 SUNSET = datetime(2030, 12, 5, tzinfo=UTC)
-SUNSET_HEADER = format_datetime(SUNSET, usegmt=True)  # RFC 8594: IMF-fixdate
 _SUNSET_EPOCH = SUNSET.timestamp()
 REPLACEMENT = "GET /v1/pets with the status filter"
-
-
-def _decimal(raw: str, *, max_digits: int) -> int | None:
-    """The value of an optionally signed ASCII decimal numeral of at most
-    ``max_digits`` significant digits, else None. Leading zeros are allowed; the
-    length is checked first because ``int()`` of thousands of digits is slow (and
-    refused past 4,300)."""
-    sign, digits = (-1, raw[1:]) if raw.startswith("-") else (1, raw)
-    significant = digits.lstrip("0") or "0"
-    if not (digits.isascii() and digits.isdigit()) or len(significant) > max_digits:
-        return None
-    return sign * int(significant)
-
-
-def parse_limit(raw: str | None) -> int:
-    """``limit`` from the query: a decimal integer 1-100, 20 when absent (D8)."""
-    if raw is None:
-        return LIMIT_DEFAULT
-    value = None if raw.startswith("-") else _decimal(raw, max_digits=3)
-    if value is None or not LIMIT_MIN <= value <= LIMIT_MAX:
-        raise errors.InvalidRequest(
-            f"limit: must be an integer from {LIMIT_MIN} to {LIMIT_MAX}, got {raw[:40]!r}"
-        )
-    return value
-
-
-def parse_status(raw: str | None) -> PetStatus | None:
-    """``status`` from the query: a PetStatus, or None when absent (D8)."""
-    if raw is None:
-        return None
-    try:
-        return PetStatus(raw)
-    except ValueError:
-        allowed = ", ".join(s.value for s in PetStatus)
-        raise errors.InvalidRequest(f"status: must be one of {allowed}") from None
-
-
-def parse_pet_id(raw: str) -> int:
-    """``petId`` from the path: any int64 (D11; 0 and negatives are then 404)."""
-    if len(raw) <= 18 and raw.isdigit() and raw.isascii():
-        return int(raw)  # the usual id: plain digits, well inside int64
-    value = _decimal(raw, max_digits=19)
-    if value is None or not -INT64_MAX - 1 <= value <= INT64_MAX:
-        raise errors.InvalidRequest(f"petId: must be a 64-bit integer, got {raw[:40]!r}")
-    return value
 
 
 async def list_page(
@@ -112,4 +65,5 @@ def sunset_check(clock: Callable[[], datetime] | None) -> Callable[[], None]:
 
 
 def _gone() -> errors.Gone:
-    return errors.Gone(f"GET /v1/pets/{{petId}} was removed on {SUNSET_HEADER}; use {REPLACEMENT}")
+    removed_on = format_datetime(SUNSET, usegmt=True)
+    return errors.Gone(f"GET /v1/pets/{{petId}} was removed on {removed_on}; use {REPLACEMENT}")

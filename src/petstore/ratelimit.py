@@ -1,8 +1,9 @@
 """Per-API-key rate limits (D15) with the ``limits`` library.
 
 Counters live in memory (one instance) or in Redis (``PETSTORE_REDIS_URL``: every
-instance shares one budget). Every ``/v1/pets`` response carries the IETF fields of
-draft-ietf-httpapi-ratelimit-headers; the partition key is the API key's id, never
+instance shares one budget). :meth:`RateLimiter.hit` returns the request's
+:class:`Quota`; the HTTP layer turns it into the IETF fields of
+draft-ietf-httpapi-ratelimit-headers. The partition key is the API key's id, never
 the key. Hits are counted a turn of the event loop at a time, one increment per
 key (:class:`petstore.batch.TurnBatcher`), each hit still getting its own count.
 When Redis cannot be reached the service fails open: it answers, logs the fault at
@@ -16,6 +17,7 @@ import logging
 import math
 import time
 from collections import Counter
+from typing import NamedTuple
 
 from limits import RateLimitItem, parse
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
@@ -27,8 +29,17 @@ log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
 _LOG_EVERY_SECONDS = 60.0
 _KEYS_MAX = 100_000
-#: The ``RateLimit`` field: requests remaining in the window, seconds until it resets.
-_REMAINING = f'"{POLICY}";r=%d;t=%d'.encode()
+
+
+class Quota(NamedTuple):
+    """Where one request leaves its API key's window (D15)."""
+
+    #: Requests still allowed in the window, 0 or more.
+    remaining: int
+    #: Seconds until the window resets.
+    reset: int
+    #: Seconds to wait when this request is over the limit (then refused), else None.
+    retry_after: int | None
 
 
 class RateLimiter:
@@ -36,7 +47,9 @@ class RateLimiter:
 
     def __init__(self, limit: str, *, redis_url: str | None = None) -> None:
         self.item: RateLimitItem = parse(limit)
-        self._amount = self.item.amount
+        #: Requests allowed per window, and the window's length in seconds.
+        self.limit: int = self.item.amount
+        self.window: int = self.item.get_expiry()
         self._redis: RedisStorage | None = None
         # Our own pool, so shutdown can close its connections (limits has no close).
         self._redis_pool: ConnectionPool | None = None
@@ -52,28 +65,26 @@ class RateLimiter:
         # limits' asyncio memory storage: its synchronous one starts a thread every
         # 10 ms under load to expire counters, which costs far more than a coroutine.
         self._storage: Storage = self._redis or MemoryStorage()
-        self._expiry = self.item.get_expiry()
+        self._expiry = self.window
         self._keys: dict[int, str] = {}  # API key id -> counter key
         self._window_ends: dict[str, float] = {}  # counter key -> epoch seconds
-        #: The ``RateLimit-Policy`` field, sent on every ``/v1/pets`` response.
-        self.policy_header = f'"{POLICY}";q={self.item.amount};w={self._expiry}'.encode()
         self.store_error: str | None = None
         self._logged_at = -math.inf
         self._hits = TurnBatcher(self._count)
 
-    async def hit(self, api_key_id: int) -> tuple[bytes | None, int | None]:
-        """Count one request of ``api_key_id``: the ``RateLimit`` field to send (None
-        while the store is unreachable and the limiter fails open), and the seconds to
-        wait when the window's budget is spent (None while within it)."""
+    async def hit(self, api_key_id: int) -> Quota | None:
+        """Count one request of ``api_key_id``: where it leaves the key's window, or
+        None while the counter store is unreachable and the limiter fails open."""
         key = self._keys.get(api_key_id) or self._key_for(api_key_id)
         counted = await self._hits.submit(key)
         if counted is None:
-            return None, None
+            return None
         count, reset_at = counted
         reset = max(0, math.ceil(reset_at - time.time()))
-        amount = self._amount
-        remaining = _REMAINING % (amount - count if count < amount else 0, reset)
-        return remaining, None if count <= amount else reset
+        limit = self.limit
+        return Quota(
+            limit - count if count < limit else 0, reset, None if count <= limit else reset
+        )
 
     async def _count(self, keys: list[str]) -> list[tuple[int, float] | None]:
         """Count the hits of one turn of the loop (:class:`TurnBatcher`), one counter

@@ -175,3 +175,27 @@ async def open_store(url: str, *, pool_size: int = 10) -> Store:
             f"{db.head_revision()}; run `petstore db upgrade`"
         )
     return store
+
+
+class _Shim:  # TEMPORARY
+    full_pages_are_final = False
+
+    def __init__(self, url: str, pool_size: int) -> None:
+        from petstore import config
+
+        self._url, self._pool_size = url, pool_size
+        self._store: Store | None = None
+        self.full_pages_are_final = config.sqlite_path(url) is not None
+
+    async def open(self) -> None:
+        self._store = await open_store(self._url, pool_size=self._pool_size)
+
+    def pool_stats(self) -> dict[str, int]:
+        return {} if self._store is None else self._store.pool_stats()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._store, name)
+
+
+def create_store(url: str, *, pool_size: int = 10) -> Store:
+    return _Shim(url, pool_size)  # type: ignore[return-value]

@@ -1,0 +1,137 @@
+"""The ASGI app :func:`petstore.app.create_app` returns: the lifespan, and every
+request from its first byte to its log line.
+
+For each request, in order: the request id (a sane ``X-Request-ID`` is kept), the
+``X-Forwarded-*`` headers when trusted, the D18 security headers, the route
+(:class:`petstore.routes.Router`; an unknown path is 404, a method the path lacks
+405 with ``Allow``), its handler, then the Error body of whatever error the handler
+raised (:func:`petstore.errors.render`: a ``PetstoreError`` as itself, anything
+else as 500 ``internal_error``, logged), and last the metrics and the access line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+
+from starlette.types import Receive, Scope, Send
+
+from petstore import errors, logs
+from petstore.asgi import Exchange
+from petstore.metrics import Metrics
+from petstore.routes import Route, Router
+
+#: D18, OWASP REST Security Cheat Sheet.
+SECURITY_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+]
+#: A client's X-Request-ID is kept when it is 1-128 of these characters.
+_SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
+_NO_SUCH_PATH = "no such path; the API lives under /v1 (see /v1/docs)"
+
+
+class Service:
+    """Serves ``routes``; ``lifespan()`` is entered at startup and left at shutdown
+    (the ASGI lifespan protocol). ``metrics`` counts every request; with
+    ``trust_forwarded`` the client address and scheme come from the load balancer's
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto``."""
+
+    def __init__(
+        self,
+        routes: list[Route],
+        *,
+        lifespan: Callable[[], AbstractAsyncContextManager[None]],
+        metrics: Metrics,
+        trust_forwarded: bool = False,
+    ) -> None:
+        self.router = Router(routes)
+        self.lifespan = lifespan
+        self.metrics = metrics
+        self.trust_forwarded = trust_forwarded
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await self._run_lifespan(receive, send)
+            return
+        raw_request_id = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                if _SANE_REQUEST_ID.fullmatch(value):
+                    raw_request_id = value
+            elif self.trust_forwarded:
+                if name == b"x-forwarded-proto" and value in (b"http", b"https"):
+                    scope["scheme"] = value.decode()
+                elif name == b"x-forwarded-for" and value:
+                    scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
+        if raw_request_id is None:
+            raw_request_id = os.urandom(16).hex().encode()
+        request_id = raw_request_id.decode()
+        started = time.perf_counter()
+        self.metrics.started()
+        exchange = Exchange(
+            scope, receive, send, request_id, [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)]
+        )
+        method = scope["method"]
+        template, label = None, "unmatched"
+        try:
+            matched = self.router.match(scope["path"])
+            if matched is None:
+                raise errors.NotFound(_NO_SUCH_PATH)
+            route, exchange.path_param = matched
+            template = label = route.template
+            answer = route.methods.get(method)
+            if answer is None:
+                raise errors.MethodNotAllowed(
+                    "this path does not support that method; see the Allow header",
+                    allow=route.allow,
+                )
+            handler, label = answer
+            await handler(exchange)
+        except errors.PetstoreError as exc:
+            if exchange.status == 0:
+                await exchange.fail(exc)
+        except Exception:
+            errors.log.exception("unhandled error", extra={"request_id": request_id})
+            if exchange.status == 0:
+                await exchange.fail(errors.internal_error())
+        seconds = time.perf_counter() - started
+        status = exchange.status
+        self.metrics.record(label, status, seconds)
+        client = scope.get("client")
+        logs.access(
+            request_id=request_id,
+            method=method,
+            route=template,
+            path=scope["path"],
+            status=status,
+            seconds=seconds,
+            api_key_id=exchange.api_key_id,
+            client=f"{client[0]}:{client[1]}" if client else None,
+        )
+
+    async def _run_lifespan(self, receive: Receive, send: Send) -> None:
+        """The ASGI lifespan protocol around :attr:`lifespan`: a startup that fails is
+        reported with its traceback and raised again, as Starlette does."""
+        async with AsyncExitStack() as stack:
+            await receive()  # lifespan.startup
+            try:
+                await stack.enter_async_context(self.lifespan())
+            except BaseException:
+                await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
+                raise
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            try:
+                await stack.aclose()
+            except BaseException:
+                await send({"type": "lifespan.shutdown.failed", "message": traceback.format_exc()})
+                raise
+        await send({"type": "lifespan.shutdown.complete"})

@@ -1,0 +1,58 @@
+"""The HTTP toolkit under the operations: reading a request body within its deadline
+(D17), driven with a request whose body stalls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from petstore import errors
+from petstore.asgi import BODY_CHECK_SECONDS, BodyReader, Exchange
+
+
+def _stalled_exchange(first: bytes) -> Exchange:
+    """An exchange whose body sends ``first`` (of a declared 40 bytes), then stalls."""
+    messages = [{"type": "http.request", "body": first, "more_body": True}]
+
+    async def receive() -> dict[str, object]:
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # forever
+        raise AssertionError("unreachable")
+
+    async def send(message: object) -> None:
+        raise AssertionError("nothing is sent while reading")
+
+    scope = {"type": "http", "headers": [(b"content-length", b"40")]}
+    return Exchange(scope, receive, send, "request-id", [])
+
+
+def test_a_body_read_past_its_deadline_is_invalid_and_the_task_not_left_cancelled() -> None:
+    async def main() -> None:
+        started = time.monotonic()
+        with pytest.raises(errors.InvalidRequest, match=r"did not arrive within 0\.3 s"):
+            await BodyReader(limit=100, within=0.3).read(_stalled_exchange(b"{"))
+        elapsed = time.monotonic() - started
+        assert 0.3 <= elapsed < 0.3 + BODY_CHECK_SECONDS + 0.2
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0  # as after asyncio.timeout
+        await asyncio.sleep(0.01)  # and no cancellation is still pending
+
+    asyncio.run(main())
+
+
+def test_a_body_read_cancelled_by_the_server_stays_cancelled() -> None:
+    """A cancellation that is not the deadline's (the server shutting down) is not
+    turned into a 400."""
+
+    async def main() -> None:
+        reading = asyncio.create_task(BodyReader(limit=100, within=5).read(_stalled_exchange(b"")))
+        await asyncio.sleep(0.05)
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+
+    asyncio.run(main())
