@@ -123,7 +123,7 @@ def test_each_request_logs_one_line_with_its_fields(
     assert response.status_code == 404
     assert line["request_id"] == "req-42"
     assert line["method"] == "GET"
-    assert line["route"] == "/v1/pets/{pet_id}"
+    assert line["route"] == "/v1/pets/{petId}"
     assert line["status"] == 404
     assert isinstance(line["duration_ms"], float)
     assert isinstance(line["api_key_id"], int)
@@ -160,8 +160,8 @@ def test_a_served_json_access_line_has_the_fields_of_every_log_line(tmp_path: Pa
         "client",
     ]
     assert known["level"] == "INFO"
-    assert re.fullmatch(r"GET /v1/pets/\{pet_id\} 404 \d+\.\dms", known["message"])
-    assert (known["method"], known["route"], known["status"]) == ("GET", "/v1/pets/{pet_id}", 404)
+    assert re.fullmatch(r"GET /v1/pets/\{petId\} 404 \d+\.\dms", known["message"])
+    assert (known["method"], known["route"], known["status"]) == ("GET", "/v1/pets/{petId}", 404)
     assert isinstance(known["duration_ms"], float)
     assert isinstance(known["api_key_id"], int)
     assert known["client"].startswith("127.0.0.1:")
