@@ -6,7 +6,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -123,7 +123,7 @@ def test_each_request_logs_one_line_with_its_fields(
     assert response.status_code == 404
     assert line["request_id"] == "req-42"
     assert line["method"] == "GET"
-    assert line["route"] == "/v1/pets/{pet_id}"
+    assert line["route"] == "/v1/pets/{petId}"
     assert line["status"] == 404
     assert isinstance(line["duration_ms"], float)
     assert isinstance(line["api_key_id"], int)
@@ -151,11 +151,17 @@ def test_a_served_json_access_line_has_the_fields_of_every_log_line(tmp_path: Pa
         "level",
         "logger",
         "message",
-        *logs.REQUEST_FIELDS,
+        "request_id",
+        "method",
+        "route",
+        "status",
+        "duration_ms",
+        "api_key_id",
+        "client",
     ]
     assert known["level"] == "INFO"
-    assert re.fullmatch(r"GET /v1/pets/\{pet_id\} 404 \d+\.\dms", known["message"])
-    assert (known["method"], known["route"], known["status"]) == ("GET", "/v1/pets/{pet_id}", 404)
+    assert re.fullmatch(r"GET /v1/pets/\{petId\} 404 \d+\.\dms", known["message"])
+    assert (known["method"], known["route"], known["status"]) == ("GET", "/v1/pets/{petId}", 404)
     assert isinstance(known["duration_ms"], float)
     assert isinstance(known["api_key_id"], int)
     assert known["client"].startswith("127.0.0.1:")
@@ -164,46 +170,6 @@ def test_a_served_json_access_line_has_the_fields_of_every_log_line(tmp_path: Pa
     assert "route" not in unknown
     assert "api_key_id" not in unknown
     assert re.fullmatch(r"GET /nowhere 404 \d+\.\dms", unknown["message"])
-
-
-@pytest.fixture
-def json_logs() -> Iterator[None]:
-    """``logs.configure`` with JSON to stderr, undone afterwards."""
-    logger = logging.getLogger("petstore")
-    saved = logger.handlers[:], logger.level, logger.propagate
-    logs.configure(level="INFO", json=True)
-    try:
-        yield
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = saved
-        logs._json_handler = None
-
-
-@pytest.mark.usefixtures("json_logs")
-def test_json_access_lines_keep_their_order_among_other_log_lines(
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    # Access lines are encoded in batches; a line logged after them still comes after.
-    for n in range(3):
-        logs.access(
-            request_id=f"r{n}",
-            method="GET",
-            route=None,
-            path="/x",
-            status=404,
-            seconds=0.002,
-            api_key_id=None,
-            client=None,
-        )
-    logging.getLogger("petstore.test").warning("after the requests")
-    lines = [json.loads(line) for line in capfd.readouterr().err.splitlines()]
-    assert [line["message"] for line in lines] == [
-        "GET /x 404 2.0ms",
-        "GET /x 404 2.0ms",
-        "GET /x 404 2.0ms",
-        "after the requests",
-    ]
-    assert [line["request_id"] for line in lines] == ["r0", "r1", "r2", "-"]
 
 
 @pytest.mark.parametrize(

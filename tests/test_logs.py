@@ -1,0 +1,233 @@
+"""The log lines on stderr (D18): the access line has one shape, in JSON and in text."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from petstore import logs
+
+#: A JSON access line's fields, in their order, when every one has a value.
+JSON_FIELDS = [
+    "time",
+    "level",
+    "logger",
+    "message",
+    "request_id",
+    "method",
+    "route",
+    "status",
+    "duration_ms",
+    "api_key_id",
+    "client",
+]
+TEXT_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+JSON_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00"
+
+
+def log_known(request_id: str = "abc") -> None:
+    """A getPet-like line with every field set."""
+    logs.access(
+        request_id=request_id,
+        method="GET",
+        route="/v1/pets/{petId}",
+        path="/v1/pets/7",
+        status=200,
+        seconds=0.0012,
+        api_key_id=3,
+        client="127.0.0.1:5000",
+    )
+
+
+def log_unknown(request_id: str = "r2") -> None:
+    """A line of an unknown path, without key or client."""
+    logs.access(
+        request_id=request_id,
+        method="GET",
+        route=None,
+        path="/nowhere",
+        status=404,
+        seconds=0.002,
+        api_key_id=None,
+        client=None,
+    )
+
+
+@pytest.fixture
+def configure() -> Iterator[Callable[[bool], None]]:
+    """``logs.configure(level="INFO", json=...)``; the ``petstore`` loggers restored
+    afterwards, and access lines no longer handed to a JSON handler."""
+    logger = logging.getLogger("petstore")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    yield lambda as_json: logs.configure(level="INFO", json=as_json)
+    logs.configure(level="INFO", json=False)
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def written(capfd: pytest.CaptureFixture[str]) -> list[str]:
+    """The lines written to stderr (fd 2) so far, the log buffer flushed first."""
+    for handler in logging.getLogger("petstore").handlers:
+        handler.flush()
+    return capfd.readouterr().err.splitlines()
+
+
+# Text -------------------------------------------------------------------------------
+
+
+def test_a_text_access_line_carries_the_key_id_and_the_client(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(False)
+    log_known()
+    (line,) = written(capfd)
+    assert re.fullmatch(
+        rf"{TEXT_TIME} INFO petstore\.access request_id=abc GET /v1/pets/\{{petId\}} 200 1\.2ms"
+        r" api_key_id=3 client=127\.0\.0\.1:5000",
+        line,
+    ), line
+
+
+def test_a_text_access_line_leaves_out_the_fields_it_has_not(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(False)
+    log_unknown()
+    (line,) = written(capfd)
+    assert re.fullmatch(
+        rf"{TEXT_TIME} INFO petstore\.access request_id=r2 GET /nowhere 404 2\.0ms", line
+    )
+    assert "None" not in line
+
+
+def test_other_text_lines_name_the_request_id_or_a_dash(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(False)
+    logging.getLogger("petstore.test").warning("outside a request")
+    logging.getLogger("petstore.test").warning("in one", extra={"request_id": "r9"})
+    assert [line.split(" ", 2)[2] for line in written(capfd)] == [
+        "WARNING petstore.test request_id=- outside a request",
+        "WARNING petstore.test request_id=r9 in one",
+    ]
+
+
+# JSON -------------------------------------------------------------------------------
+
+
+def test_a_json_access_line_has_every_field_in_order(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(True)
+    log_known()
+    (line,) = [json.loads(text) for text in written(capfd)]
+    assert list(line) == JSON_FIELDS
+    assert re.fullmatch(JSON_TIME, line.pop("time"))
+    assert line == {
+        "level": "INFO",
+        "logger": "petstore.access",
+        "message": "GET /v1/pets/{petId} 200 1.2ms",
+        "request_id": "abc",
+        "method": "GET",
+        "route": "/v1/pets/{petId}",
+        "status": 200,
+        "duration_ms": 1.2,
+        "api_key_id": 3,
+        "client": "127.0.0.1:5000",
+    }
+
+
+def test_a_json_access_line_leaves_out_the_fields_that_are_none(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(True)
+    log_unknown()
+    (line,) = [json.loads(text) for text in written(capfd)]
+    assert list(line) == [f for f in JSON_FIELDS if f not in ("route", "api_key_id", "client")]
+    assert line["message"] == "GET /nowhere 404 2.0ms"
+    assert line["status"] == 404
+
+
+def test_json_access_lines_keep_their_order_among_other_log_lines(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Access lines are encoded in batches; a line logged after them still comes after.
+    configure(True)
+    for n in range(3):
+        log_unknown(f"r{n}")
+    logging.getLogger("petstore.test").warning("after the requests")
+    lines = [json.loads(line) for line in capfd.readouterr().err.splitlines()]
+    assert [line["message"] for line in lines] == [
+        "GET /nowhere 404 2.0ms",
+        "GET /nowhere 404 2.0ms",
+        "GET /nowhere 404 2.0ms",
+        "after the requests",
+    ]
+    assert [line["request_id"] for line in lines] == ["r0", "r1", "r2", "-"]
+
+
+def test_many_json_access_lines_are_all_written_in_order(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(True)
+    count = logs.ACCESS_BATCH * 2 + 3
+    for n in range(count):
+        log_known(f"r{n}")
+    lines = [json.loads(text) for text in written(capfd)]
+    assert [line["request_id"] for line in lines] == [f"r{n}" for n in range(count)]
+
+
+# The same line whichever way it is written -------------------------------------------
+
+
+class Keep(logging.Handler):
+    """Keeps the records it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("log", [log_known, log_unknown], ids=["known", "unknown"])
+def test_an_access_record_formats_as_the_batched_json_line(
+    configure: Callable[[bool], None],
+    capfd: pytest.CaptureFixture[str],
+    log: Callable[[], None],
+) -> None:
+    # Text logs, or loggers left to the caller, get a LogRecord; JsonFormatter must
+    # turn it into the line the JSON handler encodes without one.
+    configure(True)
+    log()
+    (batched,) = [json.loads(text) for text in written(capfd)]
+    configure(False)
+    keep = Keep()
+    logs.access_log.addHandler(keep)
+    try:
+        log()
+    finally:
+        logs.access_log.removeHandler(keep)
+    assert len(written(capfd)) == 1  # the text line, out of the way
+    (record,) = keep.records
+    formatted: dict[str, Any] = json.loads(logs.JsonFormatter().format(record))
+    assert list(formatted) == list(batched)
+    assert re.fullmatch(JSON_TIME, formatted.pop("time"))
+    batched.pop("time")
+    assert formatted == batched
+
+
+def test_configure_refuses_an_unknown_level_and_changes_nothing(
+    configure: Callable[[bool], None],
+) -> None:
+    configure(False)
+    logger = logging.getLogger("petstore")
+    before = logger.handlers[:], logger.level
+    with pytest.raises(ValueError, match="LOUD"):
+        logs.configure(level="LOUD", json=True)
+    assert (logger.handlers, logger.level) == before
