@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"petstore.pets", "petstore.keys", "petstore.idempotency", "petstore.ratelimit"},
     {"petstore.store", "petstore.store.sql", "petstore.store.sqlite", "petstore.store.postgres"},
     {"petstore.batch", "petstore.db", "petstore.metrics", "petstore.logs"},
-    {"petstore.errors", "petstore.config"},
+    {"petstore.errors", "petstore.config", "petstore.accesslines"},
     {"petstore"},
     {"petstore.schemas"},
 ]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from petstore import logs
+from petstore import accesslines, logs
 
 #: A JSON access line's fields, in their order, when every one has a value.
 JSON_FIELDS = [
@@ -174,7 +174,7 @@ def test_many_json_access_lines_are_all_written_in_order(
     configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
 ) -> None:
     configure(True)
-    count = logs.ACCESS_BATCH * 2 + 3
+    count = accesslines.ACCESS_BATCH * 2 + 3
     for n in range(count):
         log_known(f"r{n}")
     lines = [json.loads(text) for text in written(capfd)]
