@@ -22,6 +22,7 @@ LAYERS: list[set[str]] = [
     {"petstore.cli"},
     {"petstore.cli_pets"},
     {"petstore.client"},
+    {"petstore.client_core"},
     {"petstore.client_errors"},
     {"petstore.app"},
     {"petstore.service", "petstore.docs"},
@@ -105,5 +106,10 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     loaded = set(subprocess.check_output([sys.executable, "-c", probe], text=True).split())
     assert {name.split(".")[0] for name in loaded} & SERVER == set()
     server_modules = {name for name in loaded if name.startswith("petstore.")}
-    client_side = {"petstore.cli_pets", "petstore.client", "petstore.client_errors"}
+    client_side = {
+        "petstore.cli_pets",
+        "petstore.client",
+        "petstore.client_core",
+        "petstore.client_errors",
+    }
     assert server_modules <= client_side | {"petstore.schemas"}
