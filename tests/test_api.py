@@ -208,6 +208,7 @@ def test_create_with_an_unknown_status_is_400_naming_status(
         pytest.param("\U0001f436" * 100, id="100-emoji-astral"),
         pytest.param("名" * 100, id="100-cjk"),
         pytest.param("\U0001f468\u200d\U0001f469\u200d\U0001f467", id="zwj-family-emoji"),
+        pytest.param("\u200bRex\u200b", id="visible-between-zero-width"),
         pytest.param("  Rex  ", id="surrounding-spaces-kept"),
         pytest.param("REX rex ReX", id="case-kept"),
         pytest.param("e\u0301", id="decomposed-not-normalized"),
@@ -249,6 +250,11 @@ def test_valid_name_is_stored_and_returned_exactly_as_sent(
         pytest.param("Rex\u007f", id="delete"),
         pytest.param("Rex\u0085", id="next-line-c1"),
         pytest.param("\u009f", id="last-c1"),
+        pytest.param("\u200b", id="zero-width-space-alone"),
+        pytest.param("\u200b\u200c\u200d", id="zero-width-characters-only"),
+        pytest.param("\u2060\ufeff", id="word-joiner-and-bom"),
+        pytest.param(" \u200b\u00a0", id="spaces-and-zero-width"),
+        pytest.param("\u00ad", id="soft-hyphen-alone"),
     ],
 )
 def test_invalid_name_is_400_naming_name(
@@ -281,7 +287,7 @@ def test_category_id_in_int64_range_is_accepted_exactly(
 
 @pytest.mark.parametrize(
     "category_id",
-    [True, False, 1.0, 1.5, "1", None, 0, -1, -(2**63), 2**63, 2**64, [1], {"id": 1}],
+    [True, False, 1.5, 0.0, "1", None, 0, -1, -(2**63), 2**63, 2**64, [1], {"id": 1}],
 )
 def test_invalid_category_id_is_400_naming_category_id(
     client: TestClient, auth: dict[str, str], category_id: object
@@ -293,13 +299,61 @@ def test_invalid_category_id_is_400_naming_category_id(
     assert listed(client, auth) == []
 
 
-def test_category_id_written_as_exponent_is_400(client: TestClient, auth: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("numeral", "stored"),
+    [
+        ("1.0", 1),
+        ("1e0", 1),
+        ("1e3", 1000),
+        ("1E+3", 1000),
+        ("100.00", 100),
+        ("12.5e1", 125),
+        ("9223372036854775807.0", INT64_MAX),
+        ("922337203685477580.7e1", INT64_MAX),
+    ],
+)
+def test_category_id_numeral_of_a_whole_number_is_stored_as_that_integer(
+    client: TestClient, auth: dict[str, str], numeral: str, stored: int
+) -> None:
+    """D3: JSON Schema's ``type: integer`` is about the value, not its spelling."""
     response = client.post(
         "/v1/pets",
-        content=b'{"name": "Rex", "categoryId": 1e0}',
+        content=f'{{"name": "Rex", "categoryId": {numeral}}}'.encode(),
+        headers={**auth, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["categoryId"] == stored
+    assert response.content.count(str(stored).encode()) >= 1
+    assert (
+        client.get(f"/v1/pets/{response.json()['id']}", headers=auth).json()["categoryId"] == stored
+    )
+
+
+@pytest.mark.parametrize(
+    "numeral",
+    [
+        "1.5",
+        "9223372036854775808.0",
+        "9223372036854775807.5",
+        "92233720368547758.08e2",
+        "0.0",
+        "-1.0",
+        "1e-1",
+        "1e400",
+        "1e999999999",
+    ],
+)
+def test_category_id_numeral_that_is_not_a_whole_int64_is_400(
+    client: TestClient, auth: dict[str, str], numeral: str
+) -> None:
+    """D3, judged exactly: 2**63 written with a fraction is out of range, not rounded in."""
+    response = client.post(
+        "/v1/pets",
+        content=f'{{"name": "Rex", "categoryId": {numeral}}}'.encode(),
         headers={**auth, "Content-Type": "application/json"},
     )
     assert "categoryId" in assert_error(response, 400, "invalid_request")
+    assert listed(client, auth) == []
 
 
 # D4 unknown fields ----------------------------------------------------------------------
@@ -323,6 +377,83 @@ def test_unknown_field_is_400_naming_it(
     message = assert_error(client.post("/v1/pets", json=body, headers=auth), 400, "invalid_request")
     assert field in message
     assert listed(client, auth) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "member"),
+    [
+        (b'{"name": "A", "name": "B", "categoryId": 1}', "name"),
+        (b'{"name": "A", "categoryId": 1, "categoryId": 2}', "categoryId"),
+        (b'{"name": "A", "categoryId": 1, "status": "sold", "status": "sold"}', "status"),
+        (b'{"name": "A", "n\\u0061me": "B", "categoryId": 1}', "name"),
+    ],
+)
+def test_a_member_named_twice_is_400_naming_it(
+    client: TestClient, auth: dict[str, str], body: bytes, member: str
+) -> None:
+    """D4: RFC 8259 leaves repeated names to each parser; we refuse them. (A member
+    that is not a NewPet's is refused, named, whether repeated or not.)"""
+    response = client.post(
+        "/v1/pets", content=body, headers={**auth, "Content-Type": "application/json"}
+    )
+    message = assert_error(response, 400, "invalid_request")
+    assert message.startswith(f"{member}:")
+    assert "more than once" in message
+    assert listed(client, auth) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"name": "name", "categoryId": 1}',
+        b'{"name": "\\"status\\" \\"status\\"", "categoryId": 1}',
+        b'{"name": "\\u00e9", "categoryId": 1}',
+    ],
+)
+def test_a_member_name_written_inside_a_value_is_not_a_repeat(
+    client: TestClient, auth: dict[str, str], body: bytes
+) -> None:
+    response = client.post(
+        "/v1/pets", content=body, headers={**auth, "Content-Type": "application/json"}
+    )
+    assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"name": "Rex", "categoryId": "1"},
+            f"categoryId: must be a whole number from 1 to {INT64_MAX}",
+        ),
+        (
+            {"name": "Rex", "categoryId": 0},
+            f"categoryId: must be a whole number from 1 to {INT64_MAX}",
+        ),
+        (
+            {"name": "Rex", "categoryId": 1, "status": "lost"},
+            "status: must be one of available, pending, sold",
+        ),
+        ({"name": 7, "categoryId": 1}, "name: must be a string of 1 to 100 characters"),
+        ({"name": "x" * 101, "categoryId": 1}, "name: must be a string of 1 to 100 characters"),
+        ({"categoryId": 1}, "name: is required"),
+        ({"name": "Rex"}, "categoryId: is required"),
+        (
+            {"name": "Rex", "categoryId": 1, "id": 4},
+            "id: is not a member of a NewPet (name, categoryId, status)",
+        ),
+        (
+            ["Rex", 1],
+            "body: must be a JSON object, a NewPet: name, categoryId and optionally status",
+        ),
+    ],
+)
+def test_validation_messages_are_english_naming_the_member(
+    client: TestClient, auth: dict[str, str], body: object, message: str
+) -> None:
+    """D10: a message for people, starting with the member, no library type names."""
+    response = client.post("/v1/pets", json=body, headers=auth)
+    assert assert_error(response, 400, "invalid_request") == message
 
 
 # D5 ids ---------------------------------------------------------------------------------

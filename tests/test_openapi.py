@@ -58,7 +58,7 @@ def test_schemas_state_fields_formats_and_decisions(document: dict[str, Any]) ->
     assert new_pet["required"] == ["name", "categoryId"]
     assert new_pet["additionalProperties"] is False
     assert new_pet["properties"]["status"]["default"] == "available"
-    assert set(pet["required"]) == {"id", "name", "categoryId"}
+    assert set(pet["required"]) == {"id", "name", "categoryId", "status"}  # D6
     assert pet["properties"]["id"]["format"] == "int64"
     assert schemas["CategoryId"] == {
         **schemas["CategoryId"],
@@ -122,3 +122,23 @@ def test_document_needs_no_key_and_cli_prints_the_same(client: TestClient) -> No
     printed = CliRunner().invoke(main, ["openapi"])
     assert printed.exit_code == 0
     assert json.loads(printed.stdout) == served
+
+
+def test_document_declares_no_json_schema_dialect_and_names_a_contact(
+    document: dict[str, Any],
+) -> None:
+    """A declared dialect makes Prism skip every body validation; OpenAPI 3.1's
+    default needs none."""
+    assert "jsonSchemaDialect" not in document
+    assert {"name", "url", "email"} <= document["info"]["contact"].keys()
+
+
+def test_int64_maxima_are_written_exactly_where_a_browser_shows_them(
+    document: dict[str, Any],
+) -> None:
+    """JavaScript reads 9223372036854775807 as 9223372036854776000, so the docs page
+    would show that; each int64 bound is also spelled out in its description."""
+    schemas = document["components"]["schemas"]
+    pet_id = document["paths"]["/pets/{petId}"]["get"]["parameters"][0]
+    for described in (schemas["CategoryId"], schemas["Pet"]["properties"]["id"], pet_id):
+        assert "9223372036854775807" in described["description"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 import string
 import sys
 import unicodedata
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -56,6 +56,23 @@ def settings(database_url: str) -> Settings:
 #: D2 white space: what str.isspace() calls white space, plus U+FEFF.
 WHITE_SPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()) + "\ufeff"
 CONTROL = "".join(c for c in map(chr, range(0x100)) if unicodedata.category(c) == "Cc")
+#: D2: a name made only of these (white space, Unicode Z*, Cc, Cf) is not a name.
+INVISIBLE_CATEGORIES = {"Zs", "Zl", "Zp", "Cc", "Cf"}
+
+
+def is_invisible(character: str) -> bool:
+    return character in WHITE_SPACE or unicodedata.category(character) in INVISIBLE_CATEGORIES
+
+
+def is_category_id(value: object) -> bool:
+    """D3: a JSON number whose exact value is a whole number from 1 to 2**63 - 1."""
+    if type(value) is float:
+        value = Decimal(repr(value))  # the numeral json.dumps writes, exactly
+    if type(value) is Decimal:
+        if value != value.to_integral_value():
+            return False
+        value = int(value) if value.adjusted() < 20 else 2**64
+    return type(value) is int and 1 <= value <= INT64_MAX
 
 
 def is_valid_new_pet(value: object) -> bool:
@@ -67,11 +84,11 @@ def is_valid_new_pet(value: object) -> bool:
     name, category_id = value["name"], value["categoryId"]
     if type(name) is not str or not 1 <= len(name) <= 100:
         return False
-    if all(c in WHITE_SPACE for c in name):
+    if all(is_invisible(c) for c in name):
         return False
     if any(unicodedata.category(c) == "Cc" for c in name):
         return False
-    if type(category_id) is not int or not 1 <= category_id <= INT64_MAX:
+    if not is_category_id(category_id):
         return False
     return "status" not in value or value["status"] in STATUSES
 
@@ -89,11 +106,8 @@ def _reject_constant(name: str) -> object:
     raise NotJson(name)  # NaN and Infinity are Python's, not JSON
 
 
-def _float(text: str) -> float:
-    number = float(text)
-    if math.isinf(number):
-        raise Unclear(text)
-    return number
+class RepeatedMember(Exception):
+    """The oracle's verdict that a JSON object names a member twice (D4: refused)."""
 
 
 def _has_surrogate(value: object) -> bool:
@@ -108,15 +122,27 @@ def _has_surrogate(value: object) -> bool:
 
 def parse_json(body: bytes) -> object:
     """The JSON value of ``body``; raises NotJson or Unclear."""
+    repeated = []
+
+    def members(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        names = [name for name, _ in pairs]
+        repeated.extend(name for name in names if names.count(name) > 1)
+        return dict(pairs)
+
     try:
         text = body.decode("utf-8")  # strict: no BOM sniffing, no UTF-16
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_float)
+        # Numbers with a fraction or exponent exactly, as D3 judges them.
+        value = json.loads(
+            text, parse_constant=_reject_constant, parse_float=Decimal, object_pairs_hook=members
+        )
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NotJson(str(exc)) from None
     except (ValueError, RecursionError) as exc:  # int digit limit, deep nesting
         raise Unclear(str(exc)) from None
     if _has_surrogate(value):
         raise Unclear("lone surrogate")
+    if repeated:
+        raise RepeatedMember(repeated[0])
     return value
 
 
@@ -261,6 +287,8 @@ def post_bytes_and_check(
         expected_codes: tuple[str, ...] = ("malformed_json",)
     except Unclear:
         expected_codes = ("malformed_json", "invalid_request")
+    except RepeatedMember:
+        expected_codes = ("invalid_request",)
     else:
         if is_valid_new_pet(value):
             status, answer = post_pet(client, auth, body, database_url, stored)

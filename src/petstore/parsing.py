@@ -8,7 +8,9 @@ Each takes the raw text (None when absent) and raises ``errors.*``.
 
 from __future__ import annotations
 
+import json
 import re
+from decimal import Decimal, InvalidOperation
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -23,7 +25,10 @@ IDEMPOTENCY_KEY_MAX = 255
 _TOKEN = re.compile(r"[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*")
 _STRING = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])+)"')
 _new_pet_decoder = msgspec.json.Decoder(NewPet)
+_members_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _FIELD_RE = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+#: The member names of a NewPet as they can be written without escapes.
+_MEMBERS = (b'"name"', b'"categoryId"', b'"status"')
 
 
 def query(query_string: bytes) -> dict[str, str]:
@@ -107,22 +112,83 @@ def check_json_content_type(raw: str | None) -> None:
 
 def parse_new_pet(body: bytes) -> NewPet:
     """A NewPet from JSON bytes (D1-D4). Raises MalformedJson for a body that is
-    empty or not UTF-8 JSON, InvalidRequest naming the offending field otherwise."""
+    empty or not UTF-8 JSON, InvalidRequest naming the offending field otherwise,
+    a member named twice (D4) included."""
     if not body.strip():
         raise errors.MalformedJson("the request body is empty; send a NewPet JSON object")
+    if b"\\" in body or any(body.count(member) > 1 for member in _MEMBERS):
+        _refuse_repeated_members(body)  # rare: any body without them has no repeats
     try:
         return _new_pet_decoder.decode(body)
     except msgspec.ValidationError as exc:
         # Decoding validates as it parses, so a type error can be met before a syntax
         # error further on; a body that is not JSON at all is malformed_json (D10).
+        # Syntax only: a number is JSON whatever its size (D3 judges 1e400 out of range).
         try:
-            msgspec.json.decode(body)
+            body.decode("utf-8")
+            msgspec.json.decode(body, type=msgspec.Raw)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
-        text = str(exc)
-        match = _FIELD_RE.search(text)
-        field_name = next((g for g in match.groups() if g), "body") if match else "body"
-        detail = text.split(" - at ", 1)[0]
-        raise errors.InvalidRequest(f"{field_name}: {detail[0].lower()}{detail[1:]}") from None
+        if "got `float` - at `$.categoryId`" in str(exc):
+            members = _members_decoder.decode(body)  # the numeral as written
+            whole = _whole_number(bytes(members["categoryId"]))
+            if whole is not None:  # D3: 1.0 and 1e3 are integers in JSON Schema
+                members["categoryId"] = msgspec.Raw(str(whole).encode())
+                return parse_new_pet(msgspec.json.encode(members))
+        raise errors.InvalidRequest(_for_people(str(exc))) from None
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
+
+
+def _for_people(problem: str) -> str:
+    """The decoder's ``problem`` with a NewPet as an English message that starts with
+    the member it is about (D10): ``categoryId: must be a whole number from 1 to
+    9223372036854775807``, never the library's backticked types."""
+    match = _FIELD_RE.search(problem)
+    member = next((g for g in match.groups() if g), "body") if match else "body"
+    if "missing required field" in problem:
+        return f"{member}: is required"
+    if "unknown field" in problem:
+        return f"{member}: is not a member of a NewPet (name, categoryId, status)"
+    if member == "categoryId":
+        return f"categoryId: must be a whole number from 1 to {INT64_MAX}"
+    if member == "status":
+        return f"status: must be one of {', '.join(s.value for s in PetStatus)}"
+    if member == "name":
+        if problem.startswith("must"):  # NewPet's own D2 checks, already in English
+            return f"name: {problem.split(' - at ', 1)[0]}"
+        return "name: must be a string of 1 to 100 characters"
+    return "body: must be a JSON object, a NewPet: name, categoryId and optionally status"
+
+
+def _whole_number(numeral: bytes) -> int | None:
+    """The exact value of a JSON number numeral when it is a whole number (``1.0``,
+    ``1e3``, ``100.00``), judged in decimal, never through a float (D3); None for
+    any other numeral. A value past 20 digits is returned as ``2**64``: out of
+    range, without building a huge integer from ``1e999999``."""
+    try:
+        value = Decimal(numeral.decode("ascii"))
+    except (InvalidOperation, UnicodeDecodeError):
+        return None
+    if not value.is_finite() or value != value.to_integral_value():
+        return None
+    return int(value) if value.adjusted() < 20 else 2**64
+
+
+def _refuse_repeated_members(body: bytes) -> None:
+    """Raise InvalidRequest naming a member that an object of the JSON ``body`` names
+    twice (D4: RFC 8259 leaves the meaning to each parser, so a proxy could read
+    another animal than ours). A body that is not JSON is left to the decoder."""
+    repeated: list[str] = []
+
+    def members(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        seen: set[str] = set()
+        repeated.extend(name for name, _ in pairs if name in seen or seen.add(name))
+        return dict(pairs)
+
+    try:
+        json.loads(body, object_pairs_hook=members)
+    except (ValueError, RecursionError):
+        return
+    if repeated:
+        raise errors.InvalidRequest(f"{repeated[0]}: this member is named more than once")

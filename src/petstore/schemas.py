@@ -8,6 +8,7 @@ same ones the OpenAPI document states.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any
@@ -18,6 +19,8 @@ INT64_MAX = 2**63 - 1
 
 #: D2: a control character (Unicode category Cc) anywhere in a name.
 _CONTROL = re.compile("[\u0000-\u001f\u007f-\u009f]")
+#: D2: the categories of invisible characters: white space (Z*), controls, formats.
+_INVISIBLE = frozenset(("Zs", "Zl", "Zp", "Cc", "Cf"))
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
 CategoryId = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
@@ -42,13 +45,18 @@ class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     status: PetStatus = PetStatus.AVAILABLE
 
     def __post_init__(self) -> None:
-        # D2 beyond the length. White space is Unicode White_Space plus U+FEFF, as in
-        # the ECMA-262 `\s` of the OpenAPI pattern (msgspec patterns are Python's, whose
-        # `$` also matches before a final newline, so the rule is checked here).
-        if _CONTROL.search(self.name):
+        # D2 beyond the length (msgspec patterns are Python's, whose `$` also matches
+        # before a final newline, so the rule is checked here).
+        name = self.name
+        if _CONTROL.search(name):
             raise ValueError("must not contain control characters - at `$.name`")
-        if self.name.replace("\ufeff", " ").isspace():
-            raise ValueError("must not be only white space - at `$.name`")
+        if name.isascii() and not name.isspace():
+            return  # an ASCII name that is not all white space has a visible character
+        if all(unicodedata.category(c) in _INVISIBLE or c.isspace() for c in name):
+            raise ValueError(
+                "must have a visible character, not only white space or invisible "
+                "characters - at `$.name`"
+            )
 
 
 class Pet(msgspec.Struct, rename="camel"):
