@@ -182,9 +182,11 @@ def _refuse_repeated_members(body: bytes) -> None:
     repeated: list[str] = []
 
     def members(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        seen: set[str] = set()
-        repeated.extend(name for name, _ in pairs if name in seen or seen.add(name))
-        return dict(pairs)
+        found = dict(pairs)
+        if len(found) < len(pairs):
+            names = [name for name, _ in pairs]
+            repeated.extend(name for name in found if names.count(name) > 1)
+        return found
 
     try:
         json.loads(body, object_pairs_hook=members)
