@@ -36,7 +36,8 @@ class Exchange:
     what the operation learns on the way, such as the RateLimit fields of D15);
     ``status`` (0 until the answer starts) and ``api_key_id`` are what the access
     log and the metrics report; ``path_param`` is the value of the route
-    template's ``{...}`` part, empty for a template without one.
+    template's ``{...}`` part, empty for a template without one; ``body_read`` is
+    True once :class:`BodyReader` has read the whole request body.
     """
 
     scope: Scope
@@ -47,6 +48,7 @@ class Exchange:
     path_param: str = ""
     status: int = 0
     api_key_id: int | None = None
+    body_read: bool = False
     _request_headers: dict[bytes, bytes] | None = field(default=None, repr=False)
 
     def header(self, name: bytes) -> str | None:
@@ -65,21 +67,31 @@ class Exchange:
         *,
         content_type: bytes = JSON,
     ) -> None:
-        """Send the whole response: ``body`` with ``headers`` and the exchange's."""
+        """Send the whole response: ``body`` with ``headers`` and the exchange's.
+
+        An answer sent before a request body was read whole (401, 413, 415, ...)
+        says ``Connection: close``, and the server closes the connection after it
+        (D17, RFC 9112 section 9.6): the unread body would otherwise be taken for
+        the next request, and a pooling client would send into a closing connection.
+        """
         self.status = status
-        await self.send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", content_type),
-                    (b"content-length", str(len(body)).encode()),
-                    *headers,
-                    *self.headers,
-                ],
-            }
-        )
+        headers = [
+            (b"content-type", content_type),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+            *self.headers,
+        ]
+        if not self.body_read and self._has_body():
+            headers.append((b"connection", b"close"))
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
+
+    def _has_body(self) -> bool:
+        """Whether the request says a body follows (RFC 9112 section 6.3)."""
+        length = self.header(b"content-length")
+        return (length is not None and length != "0") or self.header(
+            b"transfer-encoding"
+        ) is not None
 
     async def fail(self, error: errors.PetstoreError) -> None:
         """Answer with ``error``'s Error body and headers (:func:`errors.render`)."""
@@ -177,6 +189,7 @@ class BodyReader:
         finally:
             self._reading.pop(task, None)
             self._cut.discard(task)
+        exchange.body_read = True
         return b"".join(chunks)
 
     def _watch(self, task: asyncio.Task[Any]) -> None:
