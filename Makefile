@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck unit browser clean
+.PHONY: serve test lint lint-openapi typecheck unit browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(BIN)/petstore serve
 
-## test: lint, type-check and run the whole test suite (schemathesis included)
-test: lint typecheck unit
+## test: lint, type-check, lint the OpenAPI document and run the whole test suite (schemathesis included)
+test: lint typecheck lint-openapi unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
@@ -25,6 +25,23 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# Redocly CLI (npm), pinned, in .tools, its telemetry off; Debian's nodejs is installed when missing.
+REDOCLY_VERSION := 2.77.0
+REDOCLY := .tools/node_modules/.bin/redocly
+$(REDOCLY):
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "Installing Debian's nodejs and npm for the OpenAPI lint..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm) \
+	    >/dev/null 2>&1 || echo "Could not install nodejs (needs root and apt)."; }
+	npm install --no-audit --no-fund --silent --prefix .tools @redocly/cli@$(REDOCLY_VERSION)
+
+## lint-openapi: the served OpenAPI document through openapi-spec-validator and Redocly's recommended rules
+lint-openapi: $(STAMP) $(REDOCLY)
+	@mkdir -p .tools
+	$(BIN)/petstore openapi > .tools/openapi.json
+	$(BIN)/openapi-spec-validator .tools/openapi.json
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml .tools/openapi.json
 
 unit: $(STAMP) browser
 	$(BIN)/pytest
@@ -52,4 +69,4 @@ soak: $(STAMP)
 	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools data .pytest_cache .mypy_cache .ruff_cache .hypothesis

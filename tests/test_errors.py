@@ -109,6 +109,18 @@ def test_unknown_path_is_404_not_found(client: TestClient, auth: dict[str, str],
     assert_security_headers(response)
 
 
+@pytest.mark.parametrize(
+    ("path", "meant"),
+    [("/v1/pets/", "/v1/pets"), ("/v1/pets/7/", "/v1/pets/7"), ("/v1/docs/", "/v1/docs")],
+)
+def test_a_trailing_slash_404_names_the_path_without_it(
+    client: TestClient, auth: dict[str, str], path: str, meant: str
+) -> None:
+    response = client.get(path, headers=auth)
+    message = assert_error(response, 404, "not_found")
+    assert message == f"no such path; did you mean {meant} (no trailing slash)?"
+
+
 @pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
 @pytest.mark.parametrize("path", ["/store/orders", "/v1/store/orders"])
 def test_orders_are_not_implemented_and_404(

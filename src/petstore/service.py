@@ -84,7 +84,7 @@ class Service:
         try:
             matched = self.router.match(scope["path"])
             if matched is None:
-                raise errors.NotFound(_NO_SUCH_PATH)
+                raise errors.NotFound(self._no_such_path(scope["path"]))
             route, exchange.path_param = matched
             template = label = route.template
             answer = route.methods.get(method)
@@ -116,6 +116,13 @@ class Service:
             api_key_id=exchange.api_key_id,
             client=f"{client[0]}:{client[1]}" if client else None,
         )
+
+    def _no_such_path(self, path: str) -> str:
+        """The 404 message for ``path``; one with a trailing slash names the path
+        without it when that one exists (the service never redirects, D20)."""
+        if path.endswith("/") and self.router.match(path.rstrip("/")) is not None:
+            return f"no such path; did you mean {path.rstrip('/')} (no trailing slash)?"
+        return _NO_SUCH_PATH
 
     async def _run_lifespan(self, receive: Receive, send: Send) -> None:
         """The ASGI lifespan protocol around :attr:`lifespan`: a startup that fails is
