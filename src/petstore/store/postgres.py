@@ -33,19 +33,39 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from petstore import errors
 from petstore.batch import Batcher
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
-from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
+from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord, sql
 
 #: The advisory lock that orders id assignment by commit (D9): b"petstore" as int64.
 ID_ORDER_LOCK = int.from_bytes(b"petstore", "big")
 
-_PET_COLUMNS = "id, name, category_id, status"
-_KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
+# The shared statements (store.sql), adapted to psycopg's %s once, here.
+_INSERT_PET = sql.postgres(sql.INSERT_PET + " RETURNING id")
+_DELETE_EXPIRED_CLAIM = sql.postgres(sql.DELETE_EXPIRED_CLAIM)
+_INSERT_CLAIM = sql.postgres(sql.INSERT_CLAIM)
+_SELECT_CLAIM = sql.postgres(sql.SELECT_CLAIM)
+_FIND_IDEMPOTENCY_RECORD = sql.postgres(sql.FIND_IDEMPOTENCY_RECORD)
+_PURGE_IDEMPOTENCY_RECORDS = sql.postgres(sql.PURGE_IDEMPOTENCY_RECORDS)
+_INSERT_API_KEY = sql.postgres(sql.INSERT_API_KEY)
+_LIST_API_KEYS = sql.postgres(sql.LIST_API_KEYS)
+_REVOKE_API_KEY = sql.postgres(sql.REVOKE_API_KEY)
+_FIND_API_KEYS = sql.postgres(sql.FIND_API_KEYS)
+_COUNT_ACTIVE_API_KEYS = sql.postgres(sql.COUNT_ACTIVE_API_KEYS)
+_SCHEMA_REVISION = sql.postgres(sql.SCHEMA_REVISION)
+
+#: Many animals with one statement: names, category ids, statuses as arrays.
+_INSERT_PETS = (
+    "INSERT INTO pets (name, category_id, status) "  # noqa: S608
+    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[]) "
+    f"RETURNING {sql.PET_COLUMNS}"
+)
+#: The animals whose ids are in an array.
+_GET_PETS = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id = ANY(%s)"  # noqa: S608
 #: Several keyset pages in one query (:meth:`PostgresStore._list_status_pages`): each
 #: row is the page's number (from 1) and an animal, pages in order, ids ascending.
 _LIST_PAGES = (
     "SELECT page.n, pet.* FROM unnest(%s::bigint[], %s::int[]) "  # noqa: S608
     "WITH ORDINALITY AS page(after_id, size, n) CROSS JOIN LATERAL ("
-    f"SELECT {_PET_COLUMNS} FROM pets WHERE id > page.after_id "
+    f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id > page.after_id "
     "ORDER BY id LIMIT page.size) AS pet ORDER BY page.n, pet.id"
 )
 #: The same, of one status.
@@ -56,7 +76,6 @@ _LIST_STATUS_PAGES = _LIST_PAGES.replace(
 _Connection = psycopg.AsyncConnection[TupleRow]
 _Create = tuple[NewPet, IdempotencyClaim | None]
 _Page = tuple[PetStatus | None, int, int]
-_IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
 
 
 class _ClaimTaken(Exception):
@@ -86,9 +105,7 @@ async def _insert_pet_rows(conn: _Connection, news: list[NewPet]) -> list[Pet]:
     to a create of the same content; equal creates take their ids in ascending order.
     """
     cursor = await conn.execute(
-        "INSERT INTO pets (name, category_id, status) "
-        "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[]) "
-        "RETURNING id, name, category_id, status",
+        _INSERT_PETS,
         (
             [new.name for new in news],
             [new.category_id for new in news],
@@ -249,15 +266,16 @@ class PostgresStore:
         try:
             async with conn.transaction():
                 await conn.execute(
-                    "DELETE FROM idempotency_records "
-                    "WHERE api_key_id = %s AND idempotency_key = %s AND created_at < %s",
-                    (claim.api_key_id, claim.key, claim.expired_before),
+                    _DELETE_EXPIRED_CLAIM, (claim.api_key_id, claim.key, claim.expired_before)
                 )
-                (pet,) = await _insert_pet_rows(conn, [new])
                 cursor = await conn.execute(
-                    "INSERT INTO idempotency_records "
-                    "(api_key_id, idempotency_key, fingerprint, pet_id, response, created_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING pet_id",
+                    _INSERT_PET, (new.name, new.category_id, new.status.value)
+                )
+                row = await cursor.fetchone()
+                assert row is not None  # INSERT ... RETURNING: one row
+                pet = Pet(row[0], new.name, new.category_id, new.status)
+                cursor = await conn.execute(
+                    _INSERT_CLAIM,
                     (
                         claim.api_key_id,
                         claim.key,
@@ -271,11 +289,7 @@ class PostgresStore:
                     raise _ClaimTaken
                 return pet
         except _ClaimTaken:
-            cursor = await conn.execute(
-                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
-                "WHERE api_key_id = %s AND idempotency_key = %s",
-                (claim.api_key_id, claim.key),
-            )
+            cursor = await conn.execute(_SELECT_CLAIM, (claim.api_key_id, claim.key))
             row = await cursor.fetchone()
             assert row is not None
             return _idempotency_record(row)
@@ -283,19 +297,13 @@ class PostgresStore:
     async def find_idempotency_record(
         self, api_key_id: int, key: str, *, created_after: datetime
     ) -> IdempotencyRecord | None:
-        rows = await self._read(
-            f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
-            "WHERE api_key_id = %s AND idempotency_key = %s AND created_at > %s",
-            (api_key_id, key, created_after),
-        )
+        rows = await self._read(_FIND_IDEMPOTENCY_RECORD, (api_key_id, key, created_after))
         return _idempotency_record(rows[0]) if rows else None
 
     async def purge_idempotency_records(self, *, created_before: datetime) -> int:
         with _reachable():
             async with self._connection() as conn:
-                cursor = await conn.execute(
-                    "DELETE FROM idempotency_records WHERE created_at < %s", (created_before,)
-                )
+                cursor = await conn.execute(_PURGE_IDEMPOTENCY_RECORDS, (created_before,))
                 return cursor.rowcount
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
@@ -353,10 +361,7 @@ class PostgresStore:
         most of a getPet's cost (docs/performance.md). Each still reads after its
         request arrived, so it sees every animal whose 201 was sent before.
         """
-        rows = await self._read(
-            f"SELECT {_PET_COLUMNS} FROM pets WHERE id = ANY(%s)",  # noqa: S608
-            (pet_ids,),
-        )
+        rows = await self._read(_GET_PETS, (pet_ids,))
         found = {row[0]: pet_from_row(row) for row in rows}
         return [found.get(pet_id) for pet_id in pet_ids]
 
@@ -371,45 +376,30 @@ class PostgresStore:
         created_at: datetime,
         expires_at: datetime | None,
     ) -> ApiKey:
-        rows = await self._write(
-            "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at) "
-            "VALUES (%s, %s, %s, %s, %s) "
-            "RETURNING id, name, prefix, created_at, expires_at, revoked_at",
-            (name, prefix, key_hash, created_at, expires_at),
-        )
+        rows = await self._write(_INSERT_API_KEY, (name, prefix, key_hash, created_at, expires_at))
         return _api_key(rows[0])
 
     async def list_api_keys(self) -> list[ApiKey]:
-        rows = await self._read(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id")  # noqa: S608
+        rows = await self._read(_LIST_API_KEYS)
         return [_api_key(row) for row in rows]
 
     async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        rows = await self._write(
-            "UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL RETURNING id",
-            (at, key_id),
-        )
+        rows = await self._write(_REVOKE_API_KEY, (at, key_id))
         return bool(rows)
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        rows = await self._read(
-            "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = %s",
-            (prefix,),
-        )
+        rows = await self._read(_FIND_API_KEYS, (prefix,))
         return [ApiKeyRecord(row[0], row[1], row[2], row[3]) for row in rows]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
-        rows = await self._read(
-            "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL "
-            "AND (expires_at IS NULL OR expires_at > %s)",
-            (now,),
-        )
+        rows = await self._read(_COUNT_ACTIVE_API_KEYS, (now,))
         return int(rows[0][0])
 
     async def schema_revision(self) -> str | None:
         (exists,) = (await self._read("SELECT to_regclass('alembic_version') IS NOT NULL"))[0]
         if not exists:
             return None
-        rows = await self._read("SELECT version_num FROM alembic_version")
+        rows = await self._read(_SCHEMA_REVISION)
         return str(rows[0][0]) if rows else None
 
     def pool_stats(self) -> dict[str, int]:

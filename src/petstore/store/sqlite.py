@@ -29,7 +29,7 @@ import msgspec
 from petstore import errors
 from petstore.batch import Batcher, TurnBatcher
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
-from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
+from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord, sql
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
@@ -39,11 +39,8 @@ BUSY_TIMEOUT_MS = 5000
 #: pages only as they are read, and drops them when another connection commits.
 READ_CACHE_KIB = 32 * 1024
 
-_PET_COLUMNS = "id, name, category_id, status"
 #: The animals whose ids are in a JSON array (one statement whatever the number of ids).
-_GET_PETS = f"SELECT {_PET_COLUMNS} FROM pets WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
-_KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
-_IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
+_GET_PETS = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
 _Create = tuple[NewPet, IdempotencyClaim | None]
 _T = TypeVar("_T")
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
@@ -233,13 +230,12 @@ class SQLiteStore:
         if claim is not None:
             conn.execute("SAVEPOINT claim")
             conn.execute(
-                "DELETE FROM idempotency_records "
-                "WHERE api_key_id = ? AND idempotency_key = ? AND created_at < ?",
+                sql.DELETE_EXPIRED_CLAIM,
                 (claim.api_key_id, claim.key, _iso(claim.expired_before)),
             )
         # lastrowid, not RETURNING: a RETURNING row costs one more statement step.
         pet_id = conn.execute(
-            "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)",
+            sql.INSERT_PET,
             (new.name, new.category_id, new.status.value),
         ).lastrowid
         assert pet_id is not None  # an INSERT into a rowid table always sets it
@@ -247,9 +243,7 @@ class SQLiteStore:
         if claim is None:
             return pet
         claimed = conn.execute(
-            "INSERT INTO idempotency_records "
-            "(api_key_id, idempotency_key, fingerprint, pet_id, response, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING pet_id",
+            sql.INSERT_CLAIM,
             (
                 claim.api_key_id,
                 claim.key,
@@ -262,11 +256,7 @@ class SQLiteStore:
         if claimed is None:
             conn.execute("ROLLBACK TO claim")
             conn.execute("RELEASE claim")
-            row = conn.execute(
-                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
-                "WHERE api_key_id = ? AND idempotency_key = ?",
-                (claim.api_key_id, claim.key),
-            ).fetchone()
+            row = conn.execute(sql.SELECT_CLAIM, (claim.api_key_id, claim.key)).fetchone()
             return _idempotency_record(row)
         conn.execute("RELEASE claim")
         return pet
@@ -276,31 +266,24 @@ class SQLiteStore:
     ) -> IdempotencyRecord | None:
         with _reachable:
             row = self._query(
-                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
-                "WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?",
-                (api_key_id, key, _iso(created_after)),
+                sql.FIND_IDEMPOTENCY_RECORD, (api_key_id, key, _iso(created_after))
             ).fetchone()
         return None if row is None else _idempotency_record(row)
 
     async def purge_idempotency_records(self, *, created_before: datetime) -> int:
-        rows = await self._write(
-            "DELETE FROM idempotency_records WHERE created_at < ? RETURNING 1",
-            (_iso(created_before),),
-        )
-        return len(rows)
+        def purge(conn: sqlite3.Connection) -> int:
+            with _reachable:
+                return conn.execute(sql.PURGE_IDEMPOTENCY_RECORDS, (_iso(created_before),)).rowcount
+
+        return await self._writer.submit(purge)
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
         with _reachable:
             if status is None:
-                rows = self._query(
-                    f"SELECT {_PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?",  # noqa: S608
-                    (after_id, limit),
-                ).fetchall()
+                rows = self._query(sql.LIST_PETS, (after_id, limit)).fetchall()
             else:
                 rows = self._query(
-                    f"SELECT {_PET_COLUMNS} FROM pets WHERE status = ? AND id > ? "  # noqa: S608
-                    "ORDER BY id LIMIT ?",
-                    (status.value, after_id, limit),
+                    sql.LIST_PETS_OF_STATUS, (status.value, after_id, limit)
                 ).fetchall()
         return [pet_from_row(row) for row in rows]
 
@@ -336,9 +319,7 @@ class SQLiteStore:
         expires_at: datetime | None,
     ) -> ApiKey:
         rows = await self._write(
-            "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at) "
-            "VALUES (?, ?, ?, ?, ?) "
-            "RETURNING id, name, prefix, created_at, expires_at, revoked_at",
+            sql.INSERT_API_KEY,
             (
                 name,
                 prefix,
@@ -351,39 +332,27 @@ class SQLiteStore:
 
     async def list_api_keys(self) -> list[ApiKey]:
         with _reachable:
-            rows = self._query(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id"  # noqa: S608
-            ).fetchall()
+            rows = self._query(sql.LIST_API_KEYS).fetchall()
         return [_api_key(row) for row in rows]
 
     async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        rows = await self._write(
-            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
-            (_iso(at), key_id),
-        )
+        rows = await self._write(sql.REVOKE_API_KEY, (_iso(at), key_id))
         return bool(rows)
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
         with _reachable:
-            rows = self._query(
-                "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = ?",
-                (prefix,),
-            ).fetchall()
+            rows = self._query(sql.FIND_API_KEYS, (prefix,)).fetchall()
         return [ApiKeyRecord(row[0], row[1], _time(row[2]), _time(row[3])) for row in rows]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
         with _reachable:
-            (count,) = self._query(
-                "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL "
-                "AND (expires_at IS NULL OR expires_at > ?)",
-                (_iso(now),),
-            ).fetchone()
+            (count,) = self._query(sql.COUNT_ACTIVE_API_KEYS, (_iso(now),)).fetchone()
         return int(count)
 
     async def schema_revision(self) -> str | None:
         with _reachable:
             try:
-                row = self._query("SELECT version_num FROM alembic_version").fetchone()
+                row = self._query(sql.SCHEMA_REVISION).fetchone()
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return None
