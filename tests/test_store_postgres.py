@@ -15,7 +15,7 @@ import pytest
 
 from petstore import db, errors
 from petstore.schemas import NewPet, Pet, PetStatus
-from petstore.store import IdempotencyClaim, IdempotencyRecord
+from petstore.store import IdempotencyClaim, IdempotencyRecord, open_store
 from petstore.store.postgres import ID_ORDER_LOCK, PostgresStore
 from tests.conftest import NOW, POSTGRES_ADMIN_URL, postgres_database
 
@@ -48,7 +48,8 @@ def run(
     """Open a store on ``url``, run ``scenario`` with it and close it, on one loop."""
 
     async def main() -> T:
-        store = await PostgresStore.open(url, pool_size=pool_size, timeout=timeout)
+        store = PostgresStore(url, pool_size=pool_size, timeout=timeout)
+        await store.open()
         try:
             return await scenario(store)
         finally:
@@ -204,9 +205,16 @@ def test_schema_revision_is_the_head_revision(url: str) -> None:
     assert run(url, PostgresStore.schema_revision) == db.head_revision()
 
 
-def test_schema_revision_of_an_empty_database_is_none() -> None:
-    with postgres_database() as empty_url:
-        assert run(empty_url, PostgresStore.schema_revision) is None
+def test_schema_revision_is_none_once_the_version_table_is_gone() -> None:
+    with postgres_database() as own_url:
+        db.upgrade(own_url)
+
+        async def scenario(store: PostgresStore) -> str | None:
+            async with await psycopg.AsyncConnection.connect(own_url, autocommit=True) as other:
+                await other.execute("DROP TABLE alembic_version")
+            return await store.schema_revision()
+
+        assert run(own_url, scenario) is None
 
 
 @pytest.mark.parametrize(
@@ -219,7 +227,7 @@ def test_schema_revision_of_an_empty_database_is_none() -> None:
 def test_open_on_an_unreachable_database_is_unavailable_promptly(unreachable: str) -> None:
     started = time.monotonic()
     with pytest.raises(errors.Unavailable) as caught:
-        asyncio.run(PostgresStore.open(unreachable, timeout=1.0))
+        asyncio.run(PostgresStore(unreachable, timeout=1.0).open())
     assert time.monotonic() - started < 3
     assert caught.value.headers["Retry-After"] == "1"
 
@@ -399,7 +407,7 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
 
 def test_close_commits_creates_already_queued(url: str) -> None:
     async def main() -> list[Pet]:
-        store = await PostgresStore.open(url)
+        store = await open_store(url)
         pending = [asyncio.ensure_future(store.create_pet(new_pet(f"q{i}"))) for i in range(5)]
         await asyncio.sleep(0)
         await store.close()

@@ -9,12 +9,13 @@ import shutil
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from petstore import errors
 from petstore.schemas import NewPet, PetStatus
-from petstore.store.sqlite import SQLiteStore
+from petstore.store import Store, open_store
 
 
 @pytest.fixture
@@ -32,11 +33,11 @@ def new_pet(name: str) -> NewPet:
 INSERT_REX = "INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')"
 
 
-def run(path: Path, scenario: Callable[[SQLiteStore], Awaitable[None]]) -> None:
+def run(path: Path, scenario: Callable[[Store], Awaitable[None]]) -> None:
     """Open a store on ``path``, run ``scenario`` with it and close it, on one loop."""
 
     async def main() -> None:
-        store = SQLiteStore(path)
+        store = await open_store(f"sqlite:///{path}")
         try:
             await scenario(store)
         finally:
@@ -45,7 +46,7 @@ def run(path: Path, scenario: Callable[[SQLiteStore], Awaitable[None]]) -> None:
     asyncio.run(main())
 
 
-async def next_turn_reads_rex(store: SQLiteStore) -> None:
+async def next_turn_reads_rex(store: Store) -> None:
     """From the next turn of the loop on, ``store`` reads Rex, the animal with id 1."""
     await asyncio.sleep(0)
     pet = await store.get_pet(1)
@@ -57,7 +58,7 @@ def test_each_read_sees_every_create_answered_before_it(path: Path) -> None:
     """200 clients each create an animal and read it back at once, while 20 others
     read without pause, so that every turn of the loop holds reads."""
 
-    async def scenario(store: SQLiteStore) -> None:
+    async def scenario(store: Store) -> None:
         stop = asyncio.Event()
 
         async def reader() -> None:
@@ -87,7 +88,7 @@ def test_a_commit_by_another_connection_is_seen_from_the_next_turn_on(path: Path
     """Another process (a second worker, the CLI) commits while this store is between
     reads: the store's next turn reads it."""
 
-    async def scenario(store: SQLiteStore) -> None:
+    async def scenario(store: Store) -> None:
         assert await store.get_pet(1) is None
         other = sqlite3.connect(path, isolation_level=None)
         try:
@@ -103,7 +104,7 @@ def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path)
     """A read that fails is a 503 (D10), and it leaves no transaction behind that
     would keep later reads on an old snapshot."""
 
-    async def scenario(store: SQLiteStore) -> None:
+    async def scenario(store: Store) -> None:
         await store.get_pet(1)
         await asyncio.sleep(0)
         other = sqlite3.connect(path, isolation_level=None)
@@ -121,20 +122,33 @@ def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path)
     run(path, scenario)
 
 
-def test_the_gets_of_one_turn_share_one_query_and_each_gets_its_own_animal(path: Path) -> None:
+def test_the_gets_of_one_turn_share_one_query_and_each_gets_its_own_animal(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """getPets asked for in one turn of the loop are read with one query; each caller
     still gets the animal it asked for, None for an id with none (any int64, D11),
-    and an animal created just before."""
+    and an animal created just before. The statements are seen by tracing every
+    connection the store opens."""
+    statements: list[str] = []
+    connect = sqlite3.connect
 
-    async def scenario(store: SQLiteStore) -> None:
+    def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(lambda sql: tracing and statements.append(sql))
+        return conn
+
+    tracing = False
+    monkeypatch.setattr(sqlite3, "connect", traced_connect)
+
+    async def scenario(store: Store) -> None:
+        nonlocal tracing
         pets = [await store.create_pet(new_pet(f"p{i}")) for i in range(5)]
         ids = [pet.id for pet in pets]
         extremes = [ids[-1] + 1000, 0, 2**63 - 1, -(2**63)]
         asked = [ids[i % 5] for i in range(40)] + extremes + [ids[0]]
-        statements: list[str] = []
-        store._reader.set_trace_callback(statements.append)
+        tracing = True
         answers = await asyncio.gather(*(store.get_pet(pet_id) for pet_id in asked))
-        store._reader.set_trace_callback(None)
+        tracing = False
         by_id = {pet.id: pet for pet in pets}
         assert answers == [by_id.get(pet_id) for pet_id in asked]
         assert len([sql for sql in statements if sql.startswith("SELECT")]) == 1

@@ -1,8 +1,10 @@
 """Storage: the only package that speaks SQL.
 
-:class:`Store` is what the rules layer needs from a database; each backend module
-(``store.sqlite`` now, PostgreSQL beside it) implements it with plain SQL over its
-own driver. :func:`open_store` picks the backend from the database URL.
+:class:`Store` is what the rules layer needs from a database, and the one place that
+says what a store does; each backend (``store.sqlite``, ``store.postgres``) implements
+it with plain SQL over its own driver, the SQL they share written once in
+``store.sql``. :func:`create_store` picks the backend from the database URL without
+connecting; :func:`open_store` also opens it.
 """
 
 from __future__ import annotations
@@ -63,8 +65,13 @@ class SchemaOutOfDateError(RuntimeError):
 
 
 class Store(Protocol):
-    """Typed queries over one database. Every method raises ``errors.Unavailable``
-    when the database cannot be reached."""
+    """Typed queries over one database.
+
+    Constructing a store does no I/O; :meth:`open` connects, and :meth:`close`
+    releases what it holds. Every other method needs the store open, and raises
+    ``errors.Unavailable`` when the database cannot be reached (or the store is not
+    open, or closing). Use a store from one event loop.
+    """
 
     #: True when a page of animals that more animals follow can never change, so it
     #: may be cached for good: animals are never changed or removed (the interface
@@ -73,6 +80,16 @@ class Store(Protocol):
     #: for PostgreSQL, whose commit order rests on every writer taking the id-order
     #: lock, which compatible engines may lack (docs/operations.md, section 8).
     full_pages_are_final: bool
+
+    async def open(self) -> None:
+        """Connect, then check the schema is current.
+
+        Raises ``errors.Unavailable`` when the database cannot be reached (a SQLite
+        file that cannot be opened raises ``sqlite3.Error``), and SchemaOutOfDateError
+        when migrations are missing (run ``petstore db upgrade``); either way what
+        was opened is closed again.
+        """
+        ...
 
     async def create_pet(
         self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
@@ -141,61 +158,48 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None:
-        """Finish pending writes and release connections."""
+        """Finish pending writes and release connections; later calls raise
+        ``errors.Unavailable``. Safe after a failed open, without one, and twice."""
         ...
 
 
-async def open_store(url: str, *, pool_size: int = 10) -> Store:
-    """Open the store for ``url`` and check its schema is current.
+def create_store(url: str, *, pool_size: int = 10) -> Store:
+    """The store for the database ``url``, not yet open (no connection, no thread).
 
     ``pool_size`` bounds the connections of a PostgreSQL store (SQLite uses one
-    reader and one writer). Raises SchemaOutOfDateError when migrations are missing
-    (run ``petstore db upgrade``), ``config.UnsupportedDatabaseError`` for an unknown URL
-    scheme, and ``errors.Unavailable`` when the database cannot be reached.
+    reader and one writer). Raises ``config.UnsupportedDatabaseError`` for an unknown
+    URL scheme or an unusable SQLite URL.
     """
-    from petstore import config, db
+    from petstore import config
 
-    store: Store
     path = config.sqlite_path(url)
     if path is not None:
         from petstore.store.sqlite import SQLiteStore
 
-        store = SQLiteStore(path)
-    elif config.is_postgres(url):
+        return SQLiteStore(path)
+    if config.is_postgres(url):
         from petstore.store.postgres import PostgresStore
 
-        store = await PostgresStore.open(url, pool_size=pool_size)
-    else:
-        raise config.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
+        return PostgresStore(url, pool_size=pool_size)
+    raise config.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
+
+
+async def open_store(url: str, *, pool_size: int = 10) -> Store:
+    """:func:`create_store`, then :meth:`Store.open`: an open store with a current
+    schema. Raises what each of them raises."""
+    store = create_store(url, pool_size=pool_size)
+    await store.open()
+    return store
+
+
+async def require_current_schema(store: Store) -> None:
+    """For the backends' ``open``: raises SchemaOutOfDateError unless ``store``'s
+    schema is one this code can run on (``db.schema_is_usable``)."""
+    from petstore import db
+
     found = await store.schema_revision()
     if not db.schema_is_usable(found):
-        await store.close()
         raise SchemaOutOfDateError(
             f"database schema is at revision {found or 'none'}, this code needs "
             f"{db.head_revision()}; run `petstore db upgrade`"
         )
-    return store
-
-
-class _Shim:  # TEMPORARY
-    full_pages_are_final = False
-
-    def __init__(self, url: str, pool_size: int) -> None:
-        from petstore import config
-
-        self._url, self._pool_size = url, pool_size
-        self._store: Store | None = None
-        self.full_pages_are_final = config.sqlite_path(url) is not None
-
-    async def open(self) -> None:
-        self._store = await open_store(self._url, pool_size=self._pool_size)
-
-    def pool_stats(self) -> dict[str, int]:
-        return {} if self._store is None else self._store.pool_stats()
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self._store, name)
-
-
-def create_store(url: str, *, pool_size: int = 10) -> Store:
-    return _Shim(url, pool_size)  # type: ignore[return-value]

@@ -1,81 +1,43 @@
 """The SQLite store: WAL mode, reads on the event loop, writes on one writer thread.
 
 Reads are short indexed queries on a read-only connection; running them on the
-event loop costs less than a thread hop, the reads of one turn of the loop share
-one read transaction (``SQLiteStore._query``), and the getPets of one turn share one
-query (``SQLiteStore._get_pets``). Writes go to a single writer thread so
-the loop never waits on a lock or an fsync. Creates that arrive while a commit is in
-progress are grouped into the next transaction (group commit): each request is
-still answered only after the commit that holds its row, and with
-``synchronous=FULL`` that commit is on disk (interface: Add an animal; issue: a 201
-means durably committed).
+event loop costs less than a thread hop. Writes go to one writer thread
+(``sqlite_connections.Writer``), so the loop never waits on a lock or an fsync.
+Three devices make the served paths faster, each in one place with its measured
+gain: :class:`_TurnReadTransaction` (the reads of a turn share a transaction),
+:meth:`SQLiteStore._get_pets_of_turn` (the getPets of a turn share a query) and
+:meth:`SQLiteStore._commit_creates` (group commit). Each request is still answered
+only after the commit that holds its row, and with ``synchronous=FULL`` that commit
+is on disk (interface: Add an animal; issue: a 201 means durably committed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
-from petstore import errors
 from petstore.batch import Batcher, TurnBatcher
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
-from petstore.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord
+from petstore.store import (
+    ApiKey,
+    ApiKeyRecord,
+    IdempotencyClaim,
+    IdempotencyRecord,
+    require_current_schema,
+    sql,
+)
+from petstore.store.sqlite_connections import Writer, connect, not_open, reachable
 
-#: Milliseconds a writer waits for another process's write lock before giving up.
-BUSY_TIMEOUT_MS = 5000
-#: KiB of database pages the read connection keeps in memory (SQLite's default is
-#: 2,000 KiB). 32 MiB holds the pets table of a million animals, so a getPet among
-#: them reads no page from the file (docs/performance.md); SQLite allocates the
-#: pages only as they are read, and drops them when another connection commits.
-READ_CACHE_KIB = 32 * 1024
-
-_PET_COLUMNS = "id, name, category_id, status"
 #: The animals whose ids are in a JSON array (one statement whatever the number of ids).
-_GET_PETS = f"SELECT {_PET_COLUMNS} FROM pets WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
-_KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
-_IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
+_GET_PETS = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
 _Create = tuple[NewPet, IdempotencyClaim | None]
-_T = TypeVar("_T")
-_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
-
-
-class _Reachable:
-    """``with _reachable:`` turns driver errors that mean "database not usable now"
-    into 503 (D10). A class, not a generator: it is entered on every read."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if kind is not None and issubclass(kind, sqlite3.OperationalError):
-            raise errors.Unavailable("the database is unavailable; retry shortly") from exc
-
-
-_reachable = _Reachable()
-
-
-def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if readonly:
-        conn.execute("PRAGMA query_only = ON")
-        conn.execute(f"PRAGMA cache_size = -{READ_CACHE_KIB}")
-    else:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-    return conn
 
 
 def _iso(value: datetime) -> str:
@@ -98,101 +60,125 @@ def _api_key(row: tuple[Any, ...]) -> ApiKey:
     return ApiKey(row[0], row[1], row[2], created_at, _time(row[4]), _time(row[5]))
 
 
-class _Writer:
-    """The thread that owns the write connection and runs write jobs one at a time,
-    in submission order. Each job's result is handed back to the submitting event
-    loop's future: one queue put and one thread-safe callback, with none of an
-    executor's bookkeeping (a lone create spends more there than in SQLite)."""
+class _TurnReadTransaction:
+    """The read connection, whose reads of one event-loop turn share one transaction.
 
-    def __init__(self, path: Path) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        opened: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(path, opened), name="sqlite-writer", daemon=True
-        )
-        self._thread.start()
-        opened.result()  # raises what connecting raised
+    The first read of a turn opens it; a callback at the next turn ends it. Every
+    request handled in a turn was handed to the loop before the turn began, so
+    before that first read: each read still sees every commit answered before its
+    request arrived. One transaction a turn, not one a read, saves each read taking
+    and letting go of the WAL read lock (two ``fcntl`` calls and an ``fstat``):
+    served S3 +7%, S6 +2% (b94b5a4, docs/performance.md).
+    """
 
-    def submit(self, job: Callable[[sqlite3.Connection], _T]) -> asyncio.Future[_T]:
-        """Run ``job`` with the write connection on the writer thread; its result."""
-        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-        self._jobs.put((job, future))
-        return future
+    def __init__(self) -> None:
+        self._conn: sqlite3.Connection | None = None
+        self._execute: Callable[..., sqlite3.Cursor] = not_open  # the connection's
+        self._in_turn = False  # a transaction is open for this turn of the loop
+
+    def open(self, path: Path) -> None:
+        """Open the read-only connection; raises sqlite3.Error when that fails."""
+        self._conn = connect(path, readonly=True)
+        self._execute = self._conn.execute
+
+    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """Run a read in this turn's transaction. Raises sqlite3.OperationalError
+        when the database cannot be read, Unavailable when not open."""
+        if not self._in_turn:
+            if self._conn is None:
+                not_open()
+            if self._conn.in_transaction:  # the last turn's could not be ended
+                self._conn.execute("ROLLBACK")
+            self._conn.execute("BEGIN")
+            self._in_turn = True
+            asyncio.get_running_loop().call_soon(self.end)
+        return self._execute(statement, params)
+
+    def end(self) -> None:
+        """End this turn's transaction, if any."""
+        self._in_turn = False
+        # If this fails, the next read ends it first, or answers 503 trying (D10).
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
-        """Run the jobs already submitted, close the connection, end the thread."""
-        self._jobs.put(None)
-        self._thread.join()
+        """End the transaction and close the connection, if open."""
+        self.end()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn, self._execute = None, not_open
 
-    def _run(self, path: Path, opened: concurrent.futures.Future[None]) -> None:
+
+def _insert_pets(conn: sqlite3.Connection, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
+    """One transaction for the batch; a create whose claim loses to an existing
+    record is rolled back to its savepoint and answered with that record (D16)."""
+    with reachable:
+        if len(creates) == 1 and creates[0][1] is None:
+            # One plain create: one statement, which SQLite commits on its own.
+            # Each statement step hands the GIL back and forth with the event
+            # loop; this takes one step where a transaction around it takes three.
+            return [_insert_pet(conn, *creates[0])]
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn = _connect(path, readonly=False)
-        except BaseException as exc:
-            opened.set_exception(exc)
-            return
-        opened.set_result(None)
-        while (entry := self._jobs.get()) is not None:
-            job, future = entry
-            loop = future.get_loop()
-            outcome: tuple[Any, BaseException | None]
-            try:
-                outcome = job(conn), None
-            except BaseException as exc:
-                outcome = None, exc
-            # A loop already closed (a shutdown cut short) waits for nothing; the
-            # thread goes on to the next job, and to closing the connection.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-        conn.close()
+            results = [_insert_pet(conn, new, claim) for new, claim in creates]
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return results
 
 
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.cancelled():  # its caller stopped waiting; the write itself is done
-        return
-    if exc is None:
-        future.set_result(result)
-    else:
-        future.set_exception(exc)
+def _insert_pet(
+    conn: sqlite3.Connection, new: NewPet, claim: IdempotencyClaim | None
+) -> Pet | IdempotencyRecord:
+    if claim is not None:
+        conn.execute("SAVEPOINT claim")
+        conn.execute(
+            sql.DELETE_EXPIRED_CLAIM, (claim.api_key_id, claim.key, _iso(claim.expired_before))
+        )
+    # lastrowid, not RETURNING: a RETURNING row costs one more statement step.
+    pet_id = conn.execute(sql.INSERT_PET, (new.name, new.category_id, new.status.value)).lastrowid
+    assert pet_id is not None  # an INSERT into a rowid table always sets it
+    pet = Pet(pet_id, new.name, new.category_id, new.status)
+    if claim is None:
+        return pet
+    response = encode(pet).decode()
+    claimed = conn.execute(
+        sql.INSERT_CLAIM,
+        (claim.api_key_id, claim.key, claim.fingerprint, pet_id, response, _iso(claim.created_at)),
+    ).fetchone()
+    if claimed is None:
+        conn.execute("ROLLBACK TO claim")
+        conn.execute("RELEASE claim")
+        row = conn.execute(sql.SELECT_CLAIM, (claim.api_key_id, claim.key)).fetchone()
+        return _idempotency_record(row)
+    conn.execute("RELEASE claim")
+    return pet
 
 
 class SQLiteStore:
-    """:class:`petstore.store.Store` over one SQLite file (created by the migrations)."""
+    """:class:`petstore.store.Store` over the SQLite file at ``path`` (created by the
+    migrations). Constructing it does no I/O; :meth:`open` connects."""
 
     full_pages_are_final = True
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._writer = _Writer(path)
-        self._reader = _connect(path, readonly=True)
-        self._reading = False  # a read transaction is open for this turn of the loop
+        self._writer = Writer(path)
+        self._reads = _TurnReadTransaction()
         self._creates = Batcher(self._commit_creates)
-        self._pet_reads = TurnBatcher(self._get_pets)
+        self._pet_reads = TurnBatcher(self._get_pets_of_turn)
 
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        """Run a read on the read connection, in this event-loop turn's transaction.
-
-        The first read of a turn opens it; a callback at the next turn ends it. Every
-        request handled in a turn was handed to the loop before the turn began, so
-        before that first read: each read still sees every commit answered before
-        its request arrived. One transaction a turn, not one a read, saves each read
-        taking and releasing the WAL read lock (two ``fcntl`` calls and an ``fstat``).
-        Raises sqlite3.OperationalError when the database cannot be read.
-        """
-        if not self._reading:
-            if self._reader.in_transaction:  # the last turn's could not be ended
-                self._reader.execute("ROLLBACK")
-            self._reader.execute("BEGIN")
-            self._reading = True
-            asyncio.get_running_loop().call_soon(self._end_read)
-        return self._reader.execute(sql, params)
-
-    def _end_read(self) -> None:
-        self._reading = False
-        # If this fails, the next read ends it first, or answers 503 trying (D10).
-        with contextlib.suppress(sqlite3.Error):
-            self._reader.execute("ROLLBACK")
-
-    # Pets ---------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Start the writer thread, open the read connection, check the schema."""
+        try:
+            await self._writer.start()
+            self._reads.open(self.path)
+            await require_current_schema(self)
+        except BaseException:
+            await self.close()
+            raise
 
     async def create_pet(
         self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
@@ -202,127 +188,59 @@ class SQLiteStore:
     def _commit_creates(
         self, creates: list[_Create]
     ) -> asyncio.Future[list[Pet | IdempotencyRecord]]:
-        return self._writer.submit(lambda conn: self._insert_pets(conn, creates))
-
-    def _insert_pets(
-        self, conn: sqlite3.Connection, creates: list[_Create]
-    ) -> list[Pet | IdempotencyRecord]:
-        """One transaction for the batch; a create whose claim loses to an existing
-        record is rolled back to its savepoint and answered with that record (D16)."""
-        results: list[Pet | IdempotencyRecord] = []
-        with _reachable:
-            if len(creates) == 1 and creates[0][1] is None:
-                # One plain create: one statement, which SQLite commits on its own.
-                # Each statement step hands the GIL back and forth with the event
-                # loop; this takes one step where a transaction around it takes three.
-                return [self._insert_pet(conn, *creates[0])]
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for new, claim in creates:
-                    results.append(self._insert_pet(conn, new, claim))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return results
-
-    @staticmethod
-    def _insert_pet(
-        conn: sqlite3.Connection, new: NewPet, claim: IdempotencyClaim | None
-    ) -> Pet | IdempotencyRecord:
-        if claim is not None:
-            conn.execute("SAVEPOINT claim")
-            conn.execute(
-                "DELETE FROM idempotency_records "
-                "WHERE api_key_id = ? AND idempotency_key = ? AND created_at < ?",
-                (claim.api_key_id, claim.key, _iso(claim.expired_before)),
-            )
-        # lastrowid, not RETURNING: a RETURNING row costs one more statement step.
-        pet_id = conn.execute(
-            "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)",
-            (new.name, new.category_id, new.status.value),
-        ).lastrowid
-        assert pet_id is not None  # an INSERT into a rowid table always sets it
-        pet = Pet(pet_id, new.name, new.category_id, new.status)
-        if claim is None:
-            return pet
-        claimed = conn.execute(
-            "INSERT INTO idempotency_records "
-            "(api_key_id, idempotency_key, fingerprint, pet_id, response, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING pet_id",
-            (
-                claim.api_key_id,
-                claim.key,
-                claim.fingerprint,
-                pet_id,
-                encode(pet).decode(),
-                _iso(claim.created_at),
-            ),
-        ).fetchone()
-        if claimed is None:
-            conn.execute("ROLLBACK TO claim")
-            conn.execute("RELEASE claim")
-            row = conn.execute(
-                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
-                "WHERE api_key_id = ? AND idempotency_key = ?",
-                (claim.api_key_id, claim.key),
-            ).fetchone()
-            return _idempotency_record(row)
-        conn.execute("RELEASE claim")
-        return pet
+        """Group commit (:class:`Batcher`): the creates that arrived while the last
+        commit was in progress, in one transaction on the writer thread, so they
+        share one fsync. Called from the Batcher's done-callback, not a task: that
+        and the writer thread took a lone create from 54 to 31 µs of CPU
+        (docs/performance.md; the grouping itself was not measured apart)."""
+        return self._writer.submit(lambda conn: _insert_pets(conn, creates))
 
     async def find_idempotency_record(
         self, api_key_id: int, key: str, *, created_after: datetime
     ) -> IdempotencyRecord | None:
-        with _reachable:
-            row = self._query(
-                f"SELECT {_IDEMPOTENCY_COLUMNS} FROM idempotency_records "  # noqa: S608
-                "WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?",
-                (api_key_id, key, _iso(created_after)),
+        with reachable:
+            row = self._reads.execute(
+                sql.FIND_IDEMPOTENCY_RECORD, (api_key_id, key, _iso(created_after))
             ).fetchone()
         return None if row is None else _idempotency_record(row)
 
     async def purge_idempotency_records(self, *, created_before: datetime) -> int:
-        rows = await self._write(
-            "DELETE FROM idempotency_records WHERE created_at < ? RETURNING 1",
-            (_iso(created_before),),
-        )
-        return len(rows)
+        def purge(conn: sqlite3.Connection) -> int:
+            with reachable:
+                return conn.execute(sql.PURGE_IDEMPOTENCY_RECORDS, (_iso(created_before),)).rowcount
+
+        return await self._writer.submit(purge)
 
     async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
-        with _reachable:
+        with reachable:
             if status is None:
-                rows = self._query(
-                    f"SELECT {_PET_COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?",  # noqa: S608
-                    (after_id, limit),
-                ).fetchall()
+                rows = self._reads.execute(sql.LIST_PETS, (after_id, limit)).fetchall()
             else:
-                rows = self._query(
-                    f"SELECT {_PET_COLUMNS} FROM pets WHERE status = ? AND id > ? "  # noqa: S608
-                    "ORDER BY id LIMIT ?",
-                    (status.value, after_id, limit),
+                rows = self._reads.execute(
+                    sql.LIST_PETS_OF_STATUS, (status.value, after_id, limit)
                 ).fetchall()
         return [pet_from_row(row) for row in rows]
 
     async def get_pet(self, pet_id: int) -> Pet | None:
         return await self._pet_reads.submit(pet_id)
 
-    async def _get_pets(self, pet_ids: list[int]) -> list[Pet | None]:
+    async def _get_pets_of_turn(self, pet_ids: list[int]) -> list[Pet | None]:
         """The animals ``pet_ids`` asked for during one turn of the loop, with one
-        query (:class:`TurnBatcher`); None for an id with no animal. A query per id
-        lets go of the GIL three times, and each time the server's threads take it:
-        served, that cost a getPet more than the read itself (docs/performance.md)."""
-        with _reachable:
-            rows = self._query(_GET_PETS, (msgspec.json.encode(pet_ids).decode(),)).fetchall()
+        ``json_each`` query (:class:`TurnBatcher`); None for an id with no animal. A
+        query per id lets go of the GIL three times, and each time the server's
+        threads take it: served, that cost a getPet more than the read itself. One
+        query a turn: served S3 +18% (59c439d, docs/performance.md)."""
+        with reachable:
+            rows = self._reads.execute(
+                _GET_PETS, (msgspec.json.encode(pet_ids).decode(),)
+            ).fetchall()
         found = {row[0]: pet_from_row(row) for row in rows}
         return [found.get(pet_id) for pet_id in pet_ids]
 
-    # API keys ----------------------------------------------------------------------
-
-    async def _write(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async def _write(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            with _reachable:
-                return conn.execute(sql, params).fetchall()
+            with reachable:
+                return conn.execute(statement, params).fetchall()
 
         return await self._writer.submit(run)
 
@@ -335,55 +253,32 @@ class SQLiteStore:
         created_at: datetime,
         expires_at: datetime | None,
     ) -> ApiKey:
-        rows = await self._write(
-            "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at) "
-            "VALUES (?, ?, ?, ?, ?) "
-            "RETURNING id, name, prefix, created_at, expires_at, revoked_at",
-            (
-                name,
-                prefix,
-                key_hash,
-                _iso(created_at),
-                _iso(expires_at) if expires_at else None,
-            ),
-        )
-        return _api_key(rows[0])
+        expires = _iso(expires_at) if expires_at else None
+        params = (name, prefix, key_hash, _iso(created_at), expires)
+        return _api_key((await self._write(sql.INSERT_API_KEY, params))[0])
 
     async def list_api_keys(self) -> list[ApiKey]:
-        with _reachable:
-            rows = self._query(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id"  # noqa: S608
-            ).fetchall()
+        with reachable:
+            rows = self._reads.execute(sql.LIST_API_KEYS).fetchall()
         return [_api_key(row) for row in rows]
 
     async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        rows = await self._write(
-            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
-            (_iso(at), key_id),
-        )
-        return bool(rows)
+        return bool(await self._write(sql.REVOKE_API_KEY, (_iso(at), key_id)))
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        with _reachable:
-            rows = self._query(
-                "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = ?",
-                (prefix,),
-            ).fetchall()
+        with reachable:
+            rows = self._reads.execute(sql.FIND_API_KEYS, (prefix,)).fetchall()
         return [ApiKeyRecord(row[0], row[1], _time(row[2]), _time(row[3])) for row in rows]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
-        with _reachable:
-            (count,) = self._query(
-                "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL "
-                "AND (expires_at IS NULL OR expires_at > ?)",
-                (_iso(now),),
-            ).fetchone()
+        with reachable:
+            (count,) = self._reads.execute(sql.COUNT_ACTIVE_API_KEYS, (_iso(now),)).fetchone()
         return int(count)
 
     async def schema_revision(self) -> str | None:
-        with _reachable:
+        with reachable:
             try:
-                row = self._query("SELECT version_num FROM alembic_version").fetchone()
+                row = self._reads.execute(sql.SCHEMA_REVISION).fetchone()
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return None
@@ -391,12 +286,11 @@ class SQLiteStore:
         return None if row is None else str(row[0])
 
     def pool_stats(self) -> dict[str, int]:
-        # One reader on the loop and one writer thread, always open.
+        # One reader on the loop and one writer thread.
         return {"size": 2, "available": 2, "writes_waiting": self._creates.waiting}
 
     async def close(self) -> None:
         await self._pet_reads.close()
         await self._creates.close()
         self._writer.close()
-        self._end_read()
-        self._reader.close()
+        self._reads.close()

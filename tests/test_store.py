@@ -1,0 +1,212 @@
+"""The store's life on either backend: ``create_store`` picks the backend without any
+I/O, ``open`` connects and checks the schema, ``close`` is safe whatever happened
+before, and a store that is not open answers 503 (D10) instead of hanging."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from petstore import config, db, errors
+from petstore.schemas import NewPet, PetStatus
+from petstore.store import (
+    IdempotencyClaim,
+    SchemaOutOfDateError,
+    Store,
+    create_store,
+    open_store,
+)
+from petstore.store.postgres import PostgresStore
+from petstore.store.sqlite import SQLiteStore
+from tests.conftest import NOW, POSTGRES_ADMIN_URL, postgres_database, run_sql
+
+UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/postgres"
+
+
+def writer_threads() -> int:
+    """How many SQLite writer threads run in this process (stores not closed)."""
+    return sum(thread.name == "sqlite-writer" for thread in threading.enumerate())
+
+
+def no_connections_left(url: str) -> bool:
+    """Whether the PostgreSQL database of ``url`` has no server connection, within a
+    few seconds (a closed connection's server process may take a moment to end)."""
+    deadline = time.monotonic() + 5
+    while True:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                (url.rsplit("/", 1)[1],),
+            ).fetchone()
+        if row == (0,) or time.monotonic() > deadline:
+            return row == (0,)
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def empty_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A database with no schema at all, on this test's backend."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+    else:
+        with postgres_database() as url:
+            yield url
+
+
+def test_create_store_picks_the_backend_without_io_thread_or_loop(tmp_path: Path) -> None:
+    """Called outside any event loop; neither the SQLite file (nor its directory) nor
+    a PostgreSQL connection is made, and no thread is started."""
+    threads = threading.active_count()
+    path = tmp_path / "not-yet" / "petstore.db"
+    sqlite_store = create_store(f"sqlite:///{path}")
+    postgres_store = create_store(UNREACHABLE_POSTGRES, pool_size=3)
+    assert isinstance(sqlite_store, SQLiteStore)
+    assert isinstance(postgres_store, PostgresStore)
+    assert not path.parent.exists()
+    assert threading.active_count() == threads
+
+    async def close_both() -> None:
+        await sqlite_store.close()
+        await postgres_store.close()
+
+    asyncio.run(close_both())
+    assert not path.parent.exists()
+
+
+@pytest.mark.parametrize("url", ["mysql://localhost/petstore", "sqlite://", "sqlite:///:memory:"])
+def test_create_store_refuses_an_unsupported_url(url: str) -> None:
+    with pytest.raises(config.UnsupportedDatabaseError):
+        create_store(url)
+
+
+def test_close_is_safe_without_open_and_twice(database_url: str) -> None:
+    threads = writer_threads()
+
+    async def main() -> None:
+        store = create_store(database_url)
+        await store.close()
+        await store.close()
+        opened = await open_store(database_url)
+        await opened.close()
+        await opened.close()
+
+    asyncio.run(main())
+    assert writer_threads() == threads
+
+
+async def assert_every_call_is_unavailable(store: Store) -> None:
+    pet = NewPet(name="Rex", category_id=1, status=PetStatus.AVAILABLE)
+    claim = IdempotencyClaim(1, "k", "fp", NOW, NOW - timedelta(days=1))
+    calls = [
+        store.get_pet(1),
+        store.list_pets(status=None, after_id=0, limit=10),
+        store.create_pet(pet),
+        store.create_pet(pet, claim=claim),
+        store.find_idempotency_record(1, "k", created_after=NOW),
+        store.purge_idempotency_records(created_before=NOW),
+        store.create_api_key(name="k", prefix="p", key_hash="h", created_at=NOW, expires_at=None),
+        store.list_api_keys(),
+        store.revoke_api_key(1, at=NOW),
+        store.find_api_keys("p"),
+        store.count_active_api_keys(now=NOW),
+    ]
+    for call in calls:
+        with pytest.raises(errors.Unavailable):
+            await asyncio.wait_for(call, 10)
+
+
+def test_a_store_not_open_or_closed_answers_unavailable(database_url: str) -> None:
+    async def main() -> None:
+        store = create_store(database_url)
+        try:
+            await assert_every_call_is_unavailable(store)
+        finally:
+            await store.close()
+        opened = await open_store(database_url)
+        await opened.close()
+        await assert_every_call_is_unavailable(opened)
+
+    asyncio.run(main())
+
+
+def test_open_on_a_database_without_schema_raises_and_releases_everything(
+    backend: str, empty_url: str
+) -> None:
+    threads = writer_threads()
+
+    async def main() -> None:
+        with pytest.raises(SchemaOutOfDateError, match="revision none"):
+            await open_store(empty_url)
+        store = create_store(empty_url)
+        with pytest.raises(SchemaOutOfDateError):
+            await store.open()
+        await store.close()  # again, after the failed open: still safe
+
+    asyncio.run(main())
+    assert writer_threads() == threads
+    if backend == "postgres":
+        assert no_connections_left(empty_url)
+
+
+def test_open_on_an_old_schema_raises(backend: str, empty_url: str) -> None:
+    """A schema at a revision before the newest lacks something this code uses."""
+    db.upgrade(empty_url)
+    run_sql(empty_url, "UPDATE alembic_version SET version_num = ?", (db.revisions()[0],))
+    with pytest.raises(SchemaOutOfDateError, match=db.head_revision()):
+        asyncio.run(open_store(empty_url))
+
+
+def test_open_on_a_sqlite_file_that_cannot_be_opened_raises_and_stops_its_thread(
+    tmp_path: Path,
+) -> None:
+    threads = writer_threads()
+    url = f"sqlite:///{tmp_path / 'missing-directory' / 'petstore.db'}"
+    with pytest.raises(sqlite3.OperationalError):
+        asyncio.run(open_store(url))
+    assert writer_threads() == threads
+
+
+@pytest.mark.own_database
+def test_schema_revision_is_the_head_and_none_once_the_version_table_is_gone(
+    database_url: str,
+) -> None:
+    async def main() -> tuple[str | None, str | None]:
+        store = await open_store(database_url)
+        try:
+            before = await store.schema_revision()
+            await asyncio.to_thread(run_sql, database_url, "DROP TABLE alembic_version")
+            await asyncio.sleep(0)  # a SQLite read of the next turn sees the drop
+            return before, await store.schema_revision()
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == (db.head_revision(), None)
+
+
+def test_purge_deletes_the_records_created_before_and_counts_them(database_url: str) -> None:
+    async def main() -> tuple[int, int, int]:
+        store = await open_store(database_url)
+        try:
+            for i, age in enumerate((3, 2, 0)):
+                created_at = NOW - timedelta(days=age)
+                claim = IdempotencyClaim(1, f"k{i}", "fp", created_at, created_at)
+                new = NewPet(name=f"p{i}", category_id=1, status=PetStatus.AVAILABLE)
+                await store.create_pet(new, claim=claim)
+            cutoff = NOW - timedelta(days=1)
+            return (
+                await store.purge_idempotency_records(created_before=cutoff),
+                await store.purge_idempotency_records(created_before=cutoff),
+                len(run_sql(database_url, "SELECT * FROM idempotency_records")),
+            )
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == (2, 0, 1)
