@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -88,7 +91,116 @@ def test_import_csv_reports_and_skips_invalid_records(
     before = len(_all(live_server))
     result = runner.invoke(main, ["pets", "import", str(file)])
     assert result.exit_code == 5
-    assert "record 2: invalid_request" in result.stderr
-    assert "record 3: invalid_request" in result.stderr
+    assert "line 3: name: is required" in result.stderr
+    assert "line 4: categoryId: must be a whole number" in result.stderr
     names = [p["name"] for p in _all(live_server)[before:]]
     assert names == ["Milo", "Nala"]
+
+
+@pytest.mark.parametrize("where", ["before", "after", "both"])
+def test_url_and_api_key_work_before_and_after_the_subcommand(
+    live_server: LiveServer, where: str
+) -> None:
+    url, key = f"{live_server.url}/v1", live_server.dev_key
+    flags = ["--url", url, "--api-key", key]
+    wrong = ["--url", "http://127.0.0.1:1/v1", "--api-key", "petstore_" + "x" * 43]
+    args = {
+        "before": ["pets", *flags, "list", "--json"],
+        "after": ["pets", "list", "--json", *flags],
+        "both": ["pets", *wrong, "list", "--json", *flags],  # the later one wins
+    }[where]
+    result = CliRunner(env={"PETSTORE_URL": "", "PETSTORE_API_KEY": ""}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+
+
+def test_flags_after_the_subcommand_win_over_the_environment(
+    runner: CliRunner, live_server: LiveServer
+) -> None:
+    args = ["pets", "add", "Flag", "--category-id", "1", "--url", "http://127.0.0.1:1/v1"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 8, result.output
+    assert "Flag" not in [p["name"] for p in _all(live_server)]
+    result = runner.invoke(main, ["pets", "get", "1", "--api-key", "petstore_" + "x" * 43])
+    assert result.exit_code == 3, result.output
+
+
+@pytest.mark.parametrize(
+    ("missing", "flag"), [("PETSTORE_URL", "--url"), ("PETSTORE_API_KEY", "--api-key")]
+)
+def test_missing_configuration_names_the_flag_and_the_variable(
+    runner: CliRunner, missing: str, flag: str
+) -> None:
+    result = runner.invoke(main, ["pets", "list"], env={missing: ""})
+    assert result.exit_code == 2
+    assert f"pass {flag} or set {missing}" in result.stderr
+    assert "base_url" not in result.output
+    assert "api_key" not in result.output
+
+
+class _NotPetstore(BaseHTTPRequestHandler):
+    """Another web server: every path is 404, an HTML page or a JSON of its own."""
+
+    def do_GET(self) -> None:
+        json_body = self.path.startswith("/api")
+        body = b'{"detail":"Not Found"}' if json_body else b"<h1>Not Found</h1>"
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json" if json_body else "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def not_petstore() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotPetstore)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("path", ["/", "", "/v2", "/v1/docs"])
+@pytest.mark.parametrize(
+    "command", [["list"], ["get", "1"], ["add", "Nowhere", "--category-id", "1"]]
+)
+def test_a_url_that_is_not_the_base_exits_8_naming_it(
+    runner: CliRunner, live_server: LiveServer, path: str, command: list[str]
+) -> None:
+    url = f"{live_server.url}{path}"
+    result = runner.invoke(main, ["pets", *command, "--url", url])
+    assert result.exit_code == 8, result.output
+    assert f"no Petstore service at {url.rstrip('/')}" in result.stderr
+    assert "no such animal" not in result.output
+
+
+@pytest.mark.parametrize("path", ["/", "/api/v1"])
+@pytest.mark.parametrize("command", [["list"], ["get", "1"]])
+def test_a_url_of_another_server_exits_8(
+    runner: CliRunner, not_petstore: str, path: str, command: list[str]
+) -> None:
+    url = f"{not_petstore}{path}"
+    result = runner.invoke(main, ["pets", *command, "--url", url])
+    assert result.exit_code == 8, result.output
+    assert f"no Petstore service at {url.rstrip('/')}" in result.stderr
+
+
+@pytest.mark.parametrize("suffix", ["/v1/pets", "/v1/pets/"])
+def test_a_url_of_the_pets_collection_says_so_and_exits_2(
+    runner: CliRunner, live_server: LiveServer, suffix: str
+) -> None:
+    result = runner.invoke(main, ["pets", "list", "--url", f"{live_server.url}{suffix}"])
+    assert result.exit_code == 2, result.output
+    assert "is the pets collection; pass the base URL ending in /v1" in result.stderr
+
+
+def test_no_such_animal_is_still_4(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["pets", "get", str(2**62)])
+    assert result.exit_code == 4, result.output
+    assert "no animal has id" in result.stderr

@@ -31,6 +31,7 @@ from petstore.client_errors import (
     PetstoreClientError,
     RateLimitedError,
     ServerError,
+    ServiceNotFoundError,
     TransportError,
 )
 from petstore.config import Settings
@@ -414,3 +415,78 @@ def test_get_pet_after_the_sunset_is_gone_error(migrated_template: Path, tmp_pat
     error = asyncio.run(scenario())
     assert (error.code, error.status) == ("gone", 410)
     assert "GET /v1/pets" in error.message
+
+
+@pytest.mark.parametrize("path", ["", "/", "/v2", "/v1/docs"])
+def test_a_base_url_that_is_not_a_petstore_is_service_not_found_error(
+    live_server: LiveServer, path: str
+) -> None:
+    base = f"{live_server.url}{path}"
+    with Client(base, api_key=live_server.dev_key, max_retries=0) as client:
+        for call in (
+            client.list_pets,
+            lambda: list(client.iter_pets()),
+            lambda: client.create_pet(unique(), category_id=1),
+            lambda: client.get_pet(1),
+        ):
+            with pytest.raises(ServiceNotFoundError) as caught:
+                call()
+            error = caught.value
+            assert isinstance(error, NotFoundError), "still a 404 for code catching those"
+            assert error.status == 404
+            assert f"no Petstore service at {base.rstrip('/')}" in error.message
+
+
+def test_a_missing_animal_is_not_found_error_not_service_not_found(petstore: Client) -> None:
+    with (
+        pytest.warns(DeprecationWarning, match=DEPRECATED),
+        pytest.raises(NotFoundError) as caught,
+    ):
+        petstore.get_pet(2**62)
+    assert not isinstance(caught.value, ServiceNotFoundError)
+    assert caught.value.message == f"no animal has id {2**62}"
+
+
+def test_a_404_page_of_another_server_is_service_not_found_error() -> None:
+    def not_petstore(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, html="<h1>Not Found</h1>")
+
+    transport = httpx.MockTransport(not_petstore)
+    with Client("http://other.invalid/v1", api_key="k", transport=transport) as client:
+        with pytest.raises(ServiceNotFoundError, match="no Petstore service at http://other"):
+            client.list_pets()
+        with pytest.raises(ServiceNotFoundError) as caught:
+            client.get_pet(1)
+    assert caught.value.code == "http_404"
+
+
+@pytest.mark.parametrize("suffix", ["/v1/pets", "/v1/pets/"])
+def test_a_base_url_of_the_pets_collection_is_value_error(
+    live_server: LiveServer, suffix: str
+) -> None:
+    with pytest.raises(ValueError, match="is the pets collection; pass the base URL ending in /v1"):
+        Client(f"{live_server.url}{suffix}", api_key=live_server.dev_key)
+
+
+def test_create_pet_json_sends_the_document_as_written(petstore: Client) -> None:
+    name = unique()
+    pet = petstore.create_pet_json(f'{{"name":"{name}","categoryId":2e0}}'.encode())
+    assert (pet.name, pet.category_id, pet.status) == (name, 2, PetStatus.AVAILABLE)
+    for document, member in [
+        (b'{"name":"Loki","categoryId":22,"color":"green"}', "color"),
+        (b'{"name":"A","categoryId":1,"categoryId":2}', "categoryId"),
+    ]:
+        with pytest.raises(BadRequestError) as caught:
+            petstore.create_pet_json(document)
+        assert caught.value.message.startswith(f"{member}: ")
+    assert named(petstore, "Loki") == []
+
+
+def test_async_create_pet_json(base_url: str, live_server: LiveServer) -> None:
+    async def scenario() -> Pet:
+        async with AsyncClient(base_url, api_key=live_server.dev_key) as client:
+            with pytest.raises(BadRequestError, match="color"):
+                await client.create_pet_json(b'{"name":"A","categoryId":1,"color":"x"}')
+            return await client.create_pet_json(b'{"name":"Async-json","categoryId":3}')
+
+    assert asyncio.run(scenario()).category_id == 3

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"petstore.__main__"},
     {"petstore.cli"},
     {"petstore.cli_pets"},
+    {"petstore.cli_import"},
     {"petstore.client"},
     {"petstore.client_core"},
     {"petstore.client_errors"},
@@ -108,6 +109,7 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     server_modules = {name for name in loaded if name.startswith("petstore.")}
     client_side = {
         "petstore.cli_pets",
+        "petstore.cli_import",
         "petstore.client",
         "petstore.client_core",
         "petstore.client_errors",

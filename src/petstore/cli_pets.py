@@ -1,37 +1,40 @@
 """``petstore pets``: call a running service through :mod:`petstore.client`.
 
 Human tables by default, ``--json`` for scripts (one JSON object per line). The
-service and key come from ``--url``/``--api-key`` or ``PETSTORE_URL`` /
-``PETSTORE_API_KEY``. Exit codes tell failures apart:
+service and key come from ``--url``/``--api-key``, given before or after the
+subcommand (after wins), or else ``PETSTORE_URL`` / ``PETSTORE_API_KEY``. Exit
+codes tell failures apart:
 
 ====  ==========================================================
 0     success
 1     any other error answer of the service
-2     bad usage (click)
+2     bad usage or configuration (click): no URL or key, a URL naming the pets
+      collection instead of the base, a CSV file without its header
 3     the API key was refused (401)
 4     no such animal (404) or the operation is gone (410)
-5     the request was refused as invalid (400, 409, 413, 415, 422)
+5     the request was refused as invalid (400, 409, 413, 415, 422); for
+      ``import``, one or more records were refused (the others are stored)
 6     rate limited (429) after the client's retries
 7     the service failed (5xx) after the client's retries
-8     the service could not be reached
+8     no Petstore service at the URL: unreachable, or a 404 shows the URL is not
+      the base of a Petstore (e.g. it lacks ``/v1``)
 ====  ==========================================================
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import json
+import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 import msgspec
 
-from petstore.client import Client
+from petstore.cli_import import read_records
+from petstore.client import ENV_API_KEY, ENV_URL, Client
 from petstore.client_errors import (
     AuthenticationError,
     BadRequestError,
@@ -42,6 +45,7 @@ from petstore.client_errors import (
     PetstoreClientError,
     RateLimitedError,
     ServerError,
+    ServiceNotFoundError,
     TransportError,
 )
 from petstore.schemas import Pet, PetStatus
@@ -50,6 +54,7 @@ T = TypeVar("T")
 
 _EXIT_CODES: list[tuple[type[PetstoreClientError], int]] = [
     (AuthenticationError, 3),
+    (ServiceNotFoundError, 8),  # before its base class NotFoundError
     (NotFoundError, 4),
     (GoneError, 4),
     (BadRequestError, 5),
@@ -60,11 +65,15 @@ _EXIT_CODES: list[tuple[type[PetstoreClientError], int]] = [
     (TransportError, 8),
 ]
 _STATUS = click.Choice([status.value for status in PetStatus])
+_REFUSED = (BadRequestError, ConflictError, PayloadError)  # a record, not the service
 
 
 def _fail(error: PetstoreClientError) -> click.exceptions.Exit:
     """Report ``error`` on stderr; the Exit to raise, with the code for its family."""
-    click.echo(f"Error: {error.code}: {error.message}", err=True)
+    if isinstance(error, ServiceNotFoundError):
+        click.echo(f"Error: {error.message}", err=True)
+    else:
+        click.echo(f"Error: {error.code}: {error.message}", err=True)
     code = next((code for cls, code in _EXIT_CODES if isinstance(error, cls)), 1)
     return click.exceptions.Exit(code)
 
@@ -76,10 +85,43 @@ def _call(action: Callable[[], T]) -> T:
         raise _fail(exc) from None
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Keep ``--url``/``--api-key`` in the context tree's shared ``meta``: given after
+    the subcommand it is parsed last, so it wins over the one before."""
+    if value is not None:
+        ctx.meta[f"petstore.pets.{param.name}"] = value
+
+
+def _connection(command: Callable[..., None]) -> Callable[..., None]:
+    """Add ``--url`` and ``--api-key`` to ``command`` (the group and every subcommand)."""
+    key = click.option(
+        "--api-key",
+        metavar="KEY",
+        expose_value=False,
+        callback=_remember,
+        help=f"API key [env: {ENV_API_KEY}]; prefer the variable.",
+    )
+    url = click.option(
+        "--url",
+        metavar="URL",
+        expose_value=False,
+        callback=_remember,
+        help=f"Service base URL ending in /v1 [env: {ENV_URL}].",
+    )
+    return url(key(command))
+
+
 def _client(ctx: click.Context) -> Client:
-    options = ctx.parent.params if ctx.parent else {}
+    """The client for the URL and key of the command line, else of the environment.
+    Raises click.UsageError (exit 2) when one is missing or the URL is not a base."""
+    url = ctx.meta.get("petstore.pets.url") or os.environ.get(ENV_URL)
+    key = ctx.meta.get("petstore.pets.api_key") or os.environ.get(ENV_API_KEY)
+    if not url:
+        raise click.UsageError(f"no service URL: pass --url or set {ENV_URL} (it ends in /v1)")
+    if not key:
+        raise click.UsageError(f"no API key: pass --api-key or set {ENV_API_KEY}")
     try:
-        return Client(options.get("url"), api_key=options.get("api_key"))
+        return Client(url, api_key=key)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -97,13 +139,13 @@ def _show(pets: list[Pet], *, as_json: bool) -> None:
 
 
 @click.group("pets")
-@click.option("--url", help="Service base URL ending in /v1 [PETSTORE_URL].")
-@click.option("--api-key", help="API key [PETSTORE_API_KEY]; prefer the variable.")
-def pets_group(url: str | None, api_key: str | None) -> None:
+@_connection
+def pets_group() -> None:
     """List, add, get and import animals on a running service."""
 
 
 @pets_group.command("list")
+@_connection
 @click.option("--status", type=_STATUS, help="Only animals with this status.")
 @click.option("--limit", type=click.IntRange(1, 100), help="Page size (1-100, default 20).")
 @click.option("--all", "every", is_flag=True, help="Follow every page to the end.")
@@ -122,6 +164,7 @@ def pets_list(
 
 
 @pets_group.command("add")
+@_connection
 @click.argument("name")
 @click.option("--category-id", type=int, required=True, help="The category's id (>= 1).")
 @click.option("--status", type=_STATUS, help="Default: available.")
@@ -137,6 +180,7 @@ def pets_add(
 
 
 @pets_group.command("get")
+@_connection
 @click.argument("pet_id", type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print the animal as JSON.")
 @click.pass_context
@@ -150,58 +194,42 @@ def pets_get(ctx: click.Context, pet_id: int, as_json: bool) -> None:
     _show([pet], as_json=as_json)
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
-    """NewPet-shaped dicts from JSON lines or CSV (header: name,categoryId[,status])."""
-    with path.open(encoding="utf-8", newline="") as lines:
-        if path.suffix.lower() == ".csv":
-            for row in csv.DictReader(lines):
-                record: dict[str, Any] = {"name": row.get("name", "")}
-                raw_category = (row.get("categoryId") or row.get("category_id") or "").strip()
-                record["categoryId"] = int(raw_category) if raw_category.isdigit() else raw_category
-                if row.get("status"):
-                    record["status"] = row["status"]
-                yield record
-            return
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise click.BadParameter(f"line {number}: not JSON ({exc.msg})") from None
-
-
 @pets_group.command("import")
+@_connection
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.pass_context
 def pets_import(ctx: click.Context, file: Path) -> None:
-    """Add every animal of FILE (JSON lines, or CSV with a header).
+    """Add every animal of FILE: JSON lines, or CSV with the header name,categoryId[,status].
 
-    Each record's Idempotency-Key is derived from its position and content, so
-    running the import again after an interruption, within 24 hours and with the
-    same API key, adds nothing twice. Invalid records are reported and skipped.
+    Each record is sent as written and the service judges it; a record it refuses,
+    a line that is not JSON and a row with more cells than the header are reported
+    (line and reason) and skipped, and the exit code is then 5. Each record's
+    Idempotency-Key is derived from its line and content, so running the import
+    again, within 24 hours and with the same API key, adds nothing twice.
     """
-    records = list(_records(file))
-    sent = 0
-    failures: list[str] = []
+    records = read_records(file)
+    stored, stopped = 0, 0
+    refused: list[str] = []
+    error: PetstoreClientError | None = None
     progress = click.progressbar(records, label=f"Importing {file.name}", file=sys.stderr)
     with _client(ctx) as client, progress as bar:
-        for index, record in enumerate(bar, 1):
-            canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)
-            key = hashlib.sha256(f"{index}:{canonical}".encode()).hexdigest()
+        for record in bar:
             try:
-                client.create_pet(
-                    record.get("name"),  # type: ignore[arg-type]
-                    category_id=record.get("categoryId"),  # type: ignore[arg-type]
-                    status=record.get("status"),
-                    idempotency_key=key,
-                )
-                sent += 1
-            except (BadRequestError, ConflictError, PayloadError) as exc:
-                failures.append(f"record {index}: {exc.code}: {exc.message}")
-            except PetstoreClientError as exc:
-                raise _fail(exc) from None
-    for failure in failures:
-        click.echo(failure, err=True)
-    click.echo(f"{sent} animals stored (new or already imported), {len(failures)} refused.")
-    if failures:
+                if record.document is None:
+                    refused.append(f"line {record.line}: {record.reason}")
+                    continue
+                client.create_pet_json(record.document, idempotency_key=record.idempotency_key)
+                stored += 1
+            except _REFUSED as exc:
+                refused.append(f"line {record.line}: {exc.message}")
+            except PetstoreClientError as exc:  # not the record's fault: stop
+                error, stopped = exc, record.line
+                break
+    for reason in refused:
+        click.echo(reason, err=True)
+    click.echo(f"{stored} animals stored (new or already imported), {len(refused)} refused.")
+    if error is not None:
+        click.echo(f"Stopped at line {stopped}; the rest of {file.name} was not sent.", err=True)
+        raise _fail(error)
+    if refused:
         ctx.exit(5)

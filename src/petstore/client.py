@@ -16,7 +16,10 @@ Without arguments the base URL and key come from ``PETSTORE_URL`` and
   sends one ``Idempotency-Key`` on every attempt so a retry never adds twice (D16);
 - warns: ``get_pet`` emits a DeprecationWarning naming the sunset and the
   replacement (D14);
-- raises the typed errors of :mod:`petstore.client_errors` (D10).
+- raises the typed errors of :mod:`petstore.client_errors` (D10), and
+  ServiceNotFoundError when a 404 shows the base URL is not a Petstore's;
+- sends a NewPet as written with ``create_pet_json`` (an importer's records), so the
+  service, not the client, judges unknown and repeated members (D4).
 
 The two classes here do the I/O (send, sleep, close). What they share that does no
 I/O (the configuration, the retry decision, :class:`Page`, building requests and
@@ -46,6 +49,7 @@ from petstore.client_core import (
     decode_page,
     decode_pet,
     deprecated_pet,
+    json_request,
     list_params,
     next_params,
 )
@@ -127,6 +131,15 @@ class Client(ClientBase[httpx.BaseTransport]):
         response = self._send("POST", "pets", content=content, headers=headers)
         return decode_pet(response)
 
+    def create_pet_json(self, document: bytes, *, idempotency_key: str | None = None) -> Pet:
+        """Add an animal from a NewPet JSON ``document`` (bytes) sent as written, and
+        return it. The service judges every member: an unknown or repeated one, a
+        wrong type, a document that is not a NewPet, is BadRequestError (D2-D4).
+        Idempotency keys and their errors as in :meth:`create_pet`."""
+        content, headers = json_request(document, idempotency_key)
+        response = self._send("POST", "pets", content=content, headers=headers)
+        return decode_pet(response)
+
     def get_pet(self, pet_id: int) -> Pet:
         """One animal by id. Deprecated (D14): warns; raises GoneError after the
         sunset and NotFoundError when there is no such animal (D11)."""
@@ -191,6 +204,12 @@ class AsyncClient(ClientBase[httpx.AsyncBaseTransport]):
     ) -> Pet:
         """See :meth:`Client.create_pet`."""
         content, headers = create_request(name, category_id, status, idempotency_key)
+        response = await self._send("POST", "pets", content=content, headers=headers)
+        return decode_pet(response)
+
+    async def create_pet_json(self, document: bytes, *, idempotency_key: str | None = None) -> Pet:
+        """See :meth:`Client.create_pet_json`."""
+        content, headers = json_request(document, idempotency_key)
         response = await self._send("POST", "pets", content=content, headers=headers)
         return decode_pet(response)
 

@@ -21,7 +21,13 @@ import httpx
 import msgspec
 
 from petstore import __version__
-from petstore.client_errors import TransportError, raise_for_error, retry_after, unexpected_body
+from petstore.client_errors import (
+    TransportError,
+    raise_for_error,
+    retry_after,
+    service_not_found,
+    unexpected_body,
+)
 from petstore.schemas import Pet, PetStatus
 
 ENV_URL = "PETSTORE_URL"
@@ -61,7 +67,8 @@ class ClientBase(Generic[_Transport]):
     failed call is retried up to ``max_retries`` times; the n-th wait is drawn from 0
     to ``backoff * 2**n`` seconds, or is the ``Retry-After``, never above ``max_sleep``.
     ``transport`` and ``event_hooks`` are passed to httpx. Raises ValueError when the
-    base URL or the key is neither given nor in the environment.
+    base URL or the key is neither given nor in the environment, and when the base URL
+    is the pets collection (ends in ``/v1/pets``) rather than the base.
     """
 
     def __init__(
@@ -79,12 +86,17 @@ class ClientBase(Generic[_Transport]):
         url = base_url or os.environ.get(ENV_URL)
         key = api_key or os.environ.get(ENV_API_KEY)
         if not url:
-            raise ValueError(f"no base URL: pass base_url or set {ENV_URL} (it ends in /v1)")
+            raise ValueError(f"no base URL: pass base_url= or set {ENV_URL} (it ends in /v1)")
         if not key:
-            raise ValueError(f"no API key: pass api_key or set {ENV_API_KEY}")
+            raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         self.base_url = url.rstrip("/")
+        if self.base_url.endswith("/v1/pets"):
+            raise ValueError(
+                f"{url} is the pets collection; pass the base URL ending in /v1 "
+                f"({self.base_url.removesuffix('/pets')})"
+            )
         self.max_retries, self.backoff, self.max_sleep = max_retries, backoff, max_sleep
         headers = {
             "Authorization": f"Bearer {key}",
@@ -112,8 +124,11 @@ class ClientBase(Generic[_Transport]):
         to sleep before repeating the request (D15, D16). Stops at a response that is
         not 409/429/503, when retries are spent, or at a ``Retry-After`` above
         ``max_sleep`` (the caller gets the error with its ``retry_after``).
-        Raises TransportError when the last attempt had no response."""
+        Raises TransportError when the last attempt had no response, and
+        ServiceNotFoundError for a 404 showing that the base URL is wrong."""
         if isinstance(outcome, httpx.Response):
+            if (wrong_base := service_not_found(self.base_url, outcome)) is not None:
+                raise wrong_base
             wait = retry_after(outcome)
             if (
                 outcome.status_code not in _RETRY_STATUSES
@@ -174,16 +189,25 @@ def create_request(
     name: str, category_id: int, status: PetStatus | str | None, idempotency_key: str | None
 ) -> tuple[bytes, dict[str, str]]:
     """The NewPet body and headers of createPet; the key as a structured-field string
-    (D16). Validation of the body is left to the service (one source of the rules)."""
+    (D16). Validation of the body is left to the service (one source of the rules).
+    Raises ValueError for a bad key (see :func:`json_request`)."""
     body: dict[str, object] = {"name": name, "categoryId": category_id}
     if status is not None:
         body["status"] = str(status)
+    return json_request(msgspec.json.encode(body), idempotency_key)
+
+
+def json_request(document: bytes, idempotency_key: str | None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of createPet for a NewPet ``document`` sent byte for byte:
+    unknown or repeated members, wrong types and all, for the service to judge
+    (D2-D4). The key (a new uuid4 when None) as a structured-field string (D16).
+    Raises ValueError for a key that is not 1 to 253 printable ASCII characters."""
     key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
     if not key or len(key) > 253 or not all(" " <= c <= "~" for c in key):
         raise ValueError("idempotency_key: 1 to 253 printable ASCII characters (D16)")
     quoted = key.replace("\\", "\\\\").replace('"', '\\"')
     headers = {"Content-Type": "application/json", "Idempotency-Key": f'"{quoted}"'}
-    return msgspec.json.encode(body), headers
+    return document, headers
 
 
 def deprecated_pet(response: httpx.Response) -> Pet:

@@ -5,7 +5,8 @@ Hierarchy::
     PetstoreClientError         code, message, status, request_id, retry_after
     ├── BadRequestError         400 invalid_request, malformed_json
     ├── AuthenticationError     401 unauthorized
-    ├── NotFoundError           404 not_found
+    ├── NotFoundError           404 not_found: no such animal
+    │   └── ServiceNotFoundError    404 that says the base URL is not a Petstore's
     ├── ConflictError           409 idempotency_conflict, 422 idempotency_key_reused (D16)
     ├── GoneError               410 gone: a sunset operation (D14)
     ├── PayloadError            413 payload_too_large, 415 unsupported_media_type
@@ -72,7 +73,18 @@ class AuthenticationError(PetstoreClientError):
 
 
 class NotFoundError(PetstoreClientError):
-    """404: no such animal (D11), or no such path."""
+    """404: no such animal (D11). A 404 meaning that the base URL is wrong is the
+    subclass :class:`ServiceNotFoundError`."""
+
+
+class ServiceNotFoundError(NotFoundError):
+    """404 from a URL that is not the base of a Petstore service (it lacks ``/v1``, or
+    another server answers there): see :func:`service_not_found` for the rule.
+
+    ``message`` names the base URL, the request that answered 404 and what it said;
+    ``code`` is the Error's code, or ``http_404`` when the body was not an Error.
+    A subclass of NotFoundError, so code that caught every 404 still does.
+    """
 
 
 class ConflictError(PetstoreClientError):
@@ -147,6 +159,36 @@ def from_response(response: httpx.Response) -> PetstoreClientError:
         status=status,
         request_id=response.headers.get("x-request-id"),
         retry_after=retry_after(response),
+    )
+
+
+def service_not_found(base_url: str, response: httpx.Response) -> ServiceNotFoundError | None:
+    """The error for a ``response`` that shows ``base_url`` is not a Petstore base URL;
+    None for any other response (every status but 404, and a 404 about an animal).
+
+    A 404 means a wrong base when it answers the pets collection ``{base_url}/pets``
+    (which always exists: ``GET`` lists, ``POST`` adds), when its body is not a
+    Petstore Error (another server answers there), or when the Error says ``no such
+    path`` (a Petstore, but the base lacks or misplaces ``/v1``). ``response.request``
+    must be set, as httpx does for every response it returns.
+    """
+    if response.status_code != 404:
+        return None
+    request = response.request
+    try:
+        body = _error_decoder.decode(response.content)
+        code, detail, petstore = body.code, body.message, True
+    except msgspec.DecodeError:
+        code, detail, petstore = "http_404", response.reason_phrase or "Not Found", False
+    collection = request.url.path.rstrip("/") == httpx.URL(f"{base_url}/pets").path
+    if petstore and not collection and not detail.startswith("no such path"):
+        return None
+    return ServiceNotFoundError(
+        f"no Petstore service at {base_url} ({request.method} {request.url} answered "
+        f"404: {detail}); a Petstore base URL ends in /v1, e.g. http://127.0.0.1:8000/v1",
+        code=code,
+        status=404,
+        request_id=response.headers.get("x-request-id"),
     )
 
 
