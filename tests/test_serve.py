@@ -135,7 +135,7 @@ def _run_schemathesis(live_server: LiveServer, tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert "No issues found" in result.stdout
+    assert "No issues found" in result.stdout, result.stdout[-6000:]
     assert "Stateful" in result.stdout
 
 
