@@ -18,6 +18,7 @@ from petstore.app import create_app
 from petstore.config import Settings, SettingsError, load_settings
 from petstore.metrics import Metrics
 from tests.conftest import LiveServer, free_port
+from tests.test_logs import JSON_FIELDS
 
 
 def _sample(text: str, name: str, **labels: str) -> float:
@@ -146,19 +147,7 @@ def test_a_served_json_access_line_has_the_fields_of_every_log_line(tmp_path: Pa
     lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
     access = {line["request_id"]: line for line in lines if line["logger"] == "petstore.access"}
     known = access["served-1"]
-    assert list(known) == [
-        "time",
-        "level",
-        "logger",
-        "message",
-        "request_id",
-        "method",
-        "route",
-        "status",
-        "duration_ms",
-        "api_key_id",
-        "client",
-    ]
+    assert list(known) == JSON_FIELDS
     assert known["level"] == "INFO"
     assert re.fullmatch(r"GET /v1/pets/\{petId\} 404 \d+\.\dms", known["message"])
     assert (known["method"], known["route"], known["status"]) == ("GET", "/v1/pets/{petId}", 404)
