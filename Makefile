@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint lint-openapi typecheck unit browser clean
+.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,8 +43,27 @@ lint-openapi: $(STAMP) $(REDOCLY)
 	$(BIN)/openapi-spec-validator .tools/openapi.json
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml .tools/openapi.json
 
-unit: $(STAMP) browser
+unit: $(STAMP) browser servers
 	$(BIN)/pytest
+
+## unit-fast: the suite without the slow tests (real server processes, schemathesis), for development
+unit-fast: $(STAMP) servers
+	$(BIN)/pytest -m "not slow" -q
+
+## test-prerequisites: everything make test installs, so that it can then run with no network
+test-prerequisites: $(STAMP) $(REDOCLY) browser servers
+
+# The suite starts its own PostgreSQL and Redis (tests/servers.py) from Debian's
+# binaries; install them when missing.
+servers:
+	@{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
+	  echo "Installing Debian's postgresql for the test suite's own database server..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) \
+	    >/dev/null 2>&1 || echo "Could not install postgresql (needs root and apt)."; }
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "Installing Debian's redis-server for the test suite's own Redis..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) \
+	    >/dev/null 2>&1 || echo "Could not install redis-server (needs root and apt)."; }
 
 # The docs-page test drives Debian's chromium headless; install it when missing.
 browser:

@@ -4,6 +4,7 @@ every response against the OpenAPI document, API keys, a clock, the CLI runner."
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from petstore.app import create_app
 from petstore.config import Settings
 from petstore.service import Service
 from petstore.store import open_store
+from tests import servers
 from tests.conformance import Conformance
 
 #: A fixed "now" before getPet's sunset, so tests do not depend on the wall clock.
@@ -274,10 +276,43 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     server.stop()
 
 
-#: The PostgreSQL server the tests create their databases on (trust auth, loopback).
-POSTGRES_ADMIN_URL = os.environ.get(
-    "PETSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+#: The throwaway servers of this run, stopped by pytest_sessionfinish.
+_RUN_SERVERS = ExitStack()
+
+
+@functools.cache
+def postgres_admin_url() -> str:
+    """The PostgreSQL server the tests create their databases on (trust auth,
+    loopback): ``PETSTORE_TEST_POSTGRES_URL``, else this run's own, started on first
+    use (tests/servers.py)."""
+    return os.environ.get("PETSTORE_TEST_POSTGRES_URL") or _RUN_SERVERS.enter_context(
+        servers.postgres_server()
+    )
+
+
+@functools.cache
+def redis_url() -> str:
+    """The Redis server of the rate-limit tests: ``PETSTORE_TEST_REDIS_URL``, else this
+    run's own, started on first use (tests/servers.py)."""
+    return os.environ.get("PETSTORE_TEST_REDIS_URL") or _RUN_SERVERS.enter_context(
+        servers.redis_server()
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run stopped with SIGTERM (a CI timeout, ``kill``) ends as one stopped with
+    Ctrl-C does: fixtures torn down, this run's servers and ``petstore serve``
+    processes stopped."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop and delete this run's servers, also after an interrupted run."""
+    _RUN_SERVERS.close()
 
 
 @contextmanager
@@ -286,12 +321,13 @@ def postgres_database() -> Iterator[str]:
     import psycopg
 
     name = f"petstore_test_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+    admin_url = postgres_admin_url()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -22,6 +22,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
@@ -482,10 +483,12 @@ def test_postgres_unreachable_is_503_then_recovers_by_itself(tmp_path: Path) -> 
     with ExitStack() as stack:
         url = stack.enter_context(postgres_database())
         db.upgrade(url)
-        proxy = TcpProxy(5432)
+        port = urlsplit(url).port
+        assert port is not None
+        proxy = TcpProxy(port)
         stack.callback(proxy.close)
         proxy.up()
-        proxied = url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{proxy.port}/")
+        proxied = url.replace(f"@127.0.0.1:{port}/", f"@127.0.0.1:{proxy.port}/")
         assert proxied != url
         server = CrashableServer(
             tmp_path,

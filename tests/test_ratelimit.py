@@ -25,9 +25,15 @@ from petstore.app import create_app
 from petstore.config import Settings
 from petstore.service import Service
 from tests.conformance import Conformance
-from tests.conftest import FakeClock, LiveServer, lifespan, postgres_database, run_sql
+from tests.conftest import (
+    FakeClock,
+    LiveServer,
+    lifespan,
+    postgres_database,
+    redis_url,
+    run_sql,
+)
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 UNREACHABLE_REDIS_URL = "redis://127.0.0.1:1/0"
 DEFAULT_POLICY = '"default";q=600;w=60'
 _RATELIMIT = re.compile(r'"default";r=(\d+);t=(\d+)')
@@ -52,7 +58,7 @@ def start_app(database_url: str, clock: FakeClock, conformance: Conformance) -> 
 
 
 def _redis_clients_named(name: str) -> int:
-    store = redis.Redis(host="127.0.0.1", port=6379)
+    store = redis.Redis.from_url(redis_url())
     try:
         clients: list[dict[str, Any]] = store.client_list()  # type: ignore[assignment]
         return [client.get("name") for client in clients].count(name)
@@ -63,7 +69,7 @@ def _redis_clients_named(name: str) -> int:
 def _forget_redis_counters() -> None:
     """API key ids restart with each test database, so counters of an earlier test
     would share this test's partition."""
-    store = redis.Redis(host="127.0.0.1", port=6379)
+    store = redis.Redis.from_url(redis_url())
     try:
         names = list(store.scan_iter(match="LIMITS*"))
         if names:
@@ -75,7 +81,7 @@ def _forget_redis_counters() -> None:
 @pytest.fixture
 def fresh_redis() -> Iterator[str]:
     _forget_redis_counters()
-    yield REDIS_URL
+    yield redis_url()
     _forget_redis_counters()
 
 
@@ -318,7 +324,7 @@ def test_with_limits_disabled_there_is_no_limit_and_no_fields(
     ("overrides", "expected"),
     [
         pytest.param({}, "ok", id="memory"),
-        pytest.param({"redis_url": REDIS_URL}, "ok", id="redis"),
+        pytest.param({"redis_url": "fresh_redis"}, "ok", id="redis"),
         pytest.param({"rate_limit_enabled": False}, "off", id="disabled"),
     ],
 )
@@ -329,6 +335,8 @@ def test_readyz_names_the_rate_limit_state(
     overrides: dict[str, Any],
     expected: str,
 ) -> None:
+    if overrides.get("redis_url") == "fresh_redis":
+        overrides = {"redis_url": fresh_redis}
     client = start_app(**overrides)
     assert client.get("/v1/pets", headers=auth).status_code == 200
     response = client.get("/readyz")
@@ -365,7 +373,7 @@ def test_counters_in_redis_are_partitioned_by_key_id_not_by_key(
 ) -> None:
     client = start_app(rate_limit="5/minute", redis_url=fresh_redis)
     assert client.get("/v1/pets", headers=auth).status_code == 200
-    store = redis.Redis(host="127.0.0.1", port=6379)
+    store = redis.Redis.from_url(redis_url())
     try:
         names = [name.decode() for name in store.scan_iter(match="LIMITS*")]
     finally:

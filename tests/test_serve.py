@@ -4,6 +4,7 @@ schemathesis run (all checks, negative data too) over the served document."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,44 +100,51 @@ def test_two_workers_keep_every_create(backend: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_schemathesis_finds_no_failure(backend: str, tmp_path: Path) -> None:
-    """All checks, positive and negative data, every phase; bounded to a few minutes."""
+def test_schemathesis_finds_no_failure(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """All checks, positive and negative data, every phase; bounded to a few minutes,
+    each phase's line shown as it ends."""
     # The fuzzer sends thousands of requests a minute with one key: lift its limit.
     limit = {"PETSTORE_RATE_LIMIT": "1000000/minute"}
     with _served(backend, tmp_path / "server", env=limit) as live_server:
-        _run_schemathesis(live_server, tmp_path)
+        output = _run_schemathesis(live_server, tmp_path, backend=backend, capsys=capsys)
+    assert "No issues found" in output, output[-6000:]
+    assert "Stateful" in output
 
 
-def _run_schemathesis(live_server: LiveServer, tmp_path: Path) -> None:
+def _run_schemathesis(
+    live_server: LiveServer, tmp_path: Path, *, backend: str, capsys: pytest.CaptureFixture[str]
+) -> str:
     """``schemathesis run`` as the README tells a user to, with the repository's
-    ``schemathesis.toml`` (every check, every phase); only bounded in time here."""
-    env = {**os.environ, "PETSTORE_API_KEY": live_server.dev_key}
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("schemathesis")),
-            "run",
-            f"{live_server.url}/v1/openapi.json",
-            "--max-examples",
-            "300",
-            "--max-time",
-            "100",
-            "--workers",
-            "2",
-            "--suppress-health-check",
-            "too_slow",
-            "--report-dir",
-            str(tmp_path),
-        ],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert "No issues found" in result.stdout, result.stdout[-6000:]
-    assert "Stateful" in result.stdout
+    ``schemathesis.toml`` (every check, every phase), bounded in time here: its
+    output, the lines that end a phase echoed to the terminal as they come."""
+    env = {**os.environ, "PETSTORE_API_KEY": live_server.dev_key, "NO_COLOR": "1"}
+    command = [
+        str(Path(sys.executable).with_name("schemathesis")),
+        "run",
+        f"{live_server.url}/v1/openapi.json",
+        *("--max-examples", "300", "--max-time", "100", "--workers", "2"),
+        *("--suppress-health-check", "too_slow", "--report-dir", str(tmp_path)),
+    ]
+    lines = []
+    with subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                lines.append(line)
+                if re.match(r"\s*\S+\s+(Examples|Coverage|Fuzzing|Stateful) \(in ", line) or (
+                    "===" in line and ("issues" in line or "passed" in line or "warning" in line)
+                ):
+                    with capsys.disabled():
+                        print(f"\n  schemathesis [{backend}]: {line.strip()}", end="", flush=True)
+            process.wait(timeout=400)
+        except BaseException:  # interrupted, or too slow: do not wait for the run's end
+            process.kill()
+            raise
+    return "".join(lines)
 
 
 def test_the_serving_processes_never_load_the_migration_code(live_server: LiveServer) -> None:

@@ -26,7 +26,7 @@ from petstore.store import (
 )
 from petstore.store.postgres import PostgresStore
 from petstore.store.sqlite import SQLiteStore
-from tests.conftest import NOW, POSTGRES_ADMIN_URL, postgres_database, run_sql
+from tests.conftest import NOW, postgres_admin_url, postgres_database, run_sql
 
 UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/postgres"
 
@@ -41,7 +41,7 @@ def no_connections_left(url: str) -> bool:
     few seconds (a closed connection's server process may take a moment to end)."""
     deadline = time.monotonic() + 5
     while True:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        with psycopg.connect(postgres_admin_url(), autocommit=True) as admin:
             row = admin.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
                 (url.rsplit("/", 1)[1],),

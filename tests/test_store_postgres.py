@@ -17,7 +17,7 @@ from petstore import db, errors
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.store import IdempotencyClaim, IdempotencyRecord, open_store
 from petstore.store.postgres import ID_ORDER_LOCK, PostgresStore
-from tests.conftest import NOW, POSTGRES_ADMIN_URL, postgres_database
+from tests.conftest import NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
 
@@ -221,7 +221,7 @@ def test_schema_revision_is_none_once_the_version_table_is_gone() -> None:
     "unreachable",
     [
         "postgresql://postgres@127.0.0.1:1/postgres",
-        POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + "/petstore_no_such_database",
+        postgres_admin_url().rsplit("/", 1)[0] + "/petstore_no_such_database",
     ],
 )
 def test_open_on_an_unreachable_database_is_unavailable_promptly(unreachable: str) -> None:
@@ -238,7 +238,7 @@ def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() 
         name = gone_url.rsplit("/", 1)[1]
 
         def admin(sql: str) -> None:
-            with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
                 conn.execute(sql)
 
         async def scenario(store: PostgresStore) -> None:
@@ -354,7 +354,7 @@ def test_clients_walking_the_store_at_once_each_get_their_own_pages(url: str) ->
 def _cut_every_connection_to(url: str) -> int:
     """Terminate every server process serving ``url``'s database, as a restart of the
     server or an idle-connection timeout between us and it would; how many."""
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+    with psycopg.connect(postgres_admin_url(), autocommit=True) as admin:
         row = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = %s AND pid <> pg_backend_pid()",
