@@ -34,6 +34,10 @@ from petstore.store import open_store
 from tests import servers
 from tests.conformance import Conformance
 
+#: What a store's create_api_key is given for a key as ``keys create`` makes it by
+#: default: both scopes (D21), the service's rate limit (D22).
+ALL_SCOPES_DEFAULT_LIMIT: dict[str, Any] = {"scopes": keys.SCOPES, "rate_limit": None}
+
 #: A fixed "now" before getPet's sunset, so tests do not depend on the wall clock.
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -156,11 +160,24 @@ def client(settings: Settings, clock: FakeClock, conformance: Conformance) -> It
 def make_key(database_url: str, clock: FakeClock) -> Callable[..., str]:
     """Create an API key in the test database the way the CLI does; returns the key."""
 
-    def make(name: str = "test", expires_at: datetime | None = None) -> str:
+    def make(
+        name: str = "test",
+        expires_at: datetime | None = None,
+        *,
+        scopes: Sequence[str] = keys.SCOPES,
+        rate_limit: str | None = None,
+    ) -> str:
         async def create() -> str:
             store = await open_store(database_url)
             try:
-                _, key = await keys.create(store, name=name, now=clock(), expires_at=expires_at)
+                _, key = await keys.create(
+                    store,
+                    name=name,
+                    now=clock(),
+                    expires_at=expires_at,
+                    scopes=scopes,
+                    rate_limit=rate_limit,
+                )
             finally:
                 await store.close()
             return key

@@ -25,8 +25,17 @@ from petstore.cli import main
 from petstore.config import load_settings
 
 KEY_RE = re.compile(r"petstore_[A-Za-z0-9_-]{43}")
-LIST_COLUMNS = ["ID", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED"]
-JSON_FIELDS = {"id", "name", "prefix", "created_at", "expires_at", "revoked_at"}
+LIST_COLUMNS = ["ID", "NAME", "PREFIX", "SCOPES", "RATE-LIMIT", "CREATED", "EXPIRES", "REVOKED"]
+JSON_FIELDS = {
+    "id",
+    "name",
+    "prefix",
+    "scopes",
+    "rateLimit",
+    "created_at",
+    "expires_at",
+    "revoked_at",
+}
 
 
 def create_key(runner: CliRunner, *args: str, name: str = "ci") -> str:
@@ -192,6 +201,8 @@ def test_keys_list_shows_metadata_and_never_the_secret_or_its_hash(runner: CliRu
     assert before <= created <= datetime.now(UTC)
     assert listed["EXPIRES"] == "-"
     assert listed["REVOKED"] == "-"
+    assert listed["SCOPES"] == "pets:read,pets:write"  # D21: both without --scope
+    assert listed["RATE-LIMIT"] == "default"  # D22: the service's
     assert_no_secret(result.output, key)
 
 
@@ -212,6 +223,8 @@ def test_keys_list_json_has_one_object_per_key_and_no_secret(runner: CliRunner) 
         (1, "first", first[:17]),
         (2, "second", second[:17]),
     ]
+    assert all(r["scopes"] == ["pets:read", "pets:write"] for r in records)
+    assert all(r["rateLimit"] is None for r in records)
     assert records[0]["expires_at"] is None
     assert records[1]["expires_at"] == "2030-01-01T00:00:00+00:00"
     assert all(r["revoked_at"] is None for r in records)
@@ -513,3 +526,52 @@ def test_the_command_does_not_load_the_http_application() -> None:
     ).stdout.split()
     assert "petstore.cli" in loaded
     assert "petstore.app" not in loaded
+
+
+@pytest.mark.parametrize(
+    ("args", "scopes", "listed_scopes"),
+    [
+        (["--scope", "pets:read"], ["pets:read"], "pets:read"),
+        (["--scope", "pets:write"], ["pets:write"], "pets:write"),
+        (
+            ["--scope", "pets:write", "--scope", "pets:read"],
+            ["pets:read", "pets:write"],
+            "pets:read,pets:write",
+        ),
+    ],
+)
+def test_keys_create_with_scopes_lists_them(
+    runner: CliRunner, args: list[str], scopes: list[str], listed_scopes: str
+) -> None:
+    """D21: --scope is repeatable; the key holds exactly the scopes named."""
+    create_key(runner, *args)
+    (record,) = listed_json(runner)
+    assert record["scopes"] == scopes
+    header, row = table(runner.invoke(main, ["keys", "list"]))
+    assert row[header.index("SCOPES")] == listed_scopes
+
+
+def test_keys_create_with_a_rate_limit_lists_it(runner: CliRunner) -> None:
+    """D22: the key's own limit, in PETSTORE_RATE_LIMIT's notation."""
+    create_key(runner, "--rate-limit", "6000/minute")
+    (record,) = listed_json(runner)
+    assert record["rateLimit"] == "6000/minute"
+    header, row = table(runner.invoke(main, ["keys", "list"]))
+    assert row[header.index("RATE-LIMIT")] == "6000/minute"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scope", "pets:delete"], "pets:delete"),
+        (["--rate-limit", "lots"], "a rate limit looks like 600/minute"),
+        (["--rate-limit", "0/minute"], "at least 1"),
+    ],
+)
+def test_keys_create_refuses_unknown_scopes_and_bad_rate_limits(
+    runner: CliRunner, args: list[str], message: str
+) -> None:
+    result = runner.invoke(main, ["keys", "create", "--name", "ci", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert listed_json(runner) == []

@@ -204,3 +204,20 @@ def test_no_such_animal_is_still_4(runner: CliRunner) -> None:
     result = runner.invoke(main, ["pets", "get", str(2**62)])
     assert result.exit_code == 4, result.output
     assert "no animal has id" in result.stderr
+
+
+def test_a_key_without_the_scope_exits_9_and_adds_nothing(live_server: LiveServer) -> None:
+    """D21: a read-only key lists, and adding with it is refused with its own code."""
+    made = CliRunner(env={"PETSTORE_DATABASE_URL": live_server.database_url}).invoke(
+        main, ["keys", "create", "--name", "report", "--scope", "pets:read"]
+    )
+    assert made.exit_code == 0, made.output
+    reader = CliRunner(
+        env={"PETSTORE_URL": f"{live_server.url}/v1", "PETSTORE_API_KEY": made.stdout.split()[-1]}
+    )
+    before = _all(live_server)
+    assert reader.invoke(main, ["pets", "list", "--json"]).exit_code == 0
+    refused = reader.invoke(main, ["pets", "add", "Rex", "--category-id", "1"])
+    assert refused.exit_code == 9, refused.output
+    assert "pets:write" in refused.output
+    assert _all(live_server) == before

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from petstore.client_errors import (
     AuthenticationError,
     BadRequestError,
     ConflictError,
+    ForbiddenError,
     GoneError,
     NotFoundError,
     PetstoreClientError,
@@ -165,6 +168,33 @@ def test_bad_key_is_authentication_error(base_url: str) -> None:
     assert error.request_id
     assert secret not in str(error)
     assert secret not in repr(error)
+
+
+def test_a_key_without_the_scope_is_forbidden_error(base_url: str, live_server: LiveServer) -> None:
+    """D21: a read-only key's create raises ForbiddenError naming the missing scope."""
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "petstore",
+            "keys",
+            "create",
+            "--name",
+            "ro",
+            "--scope",
+            "pets:read",
+        ],
+        env=live_server.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    with Client(base_url, api_key=made.stdout.split()[-1]) as client:
+        assert isinstance(client.list_pets().pets, list)
+        with pytest.raises(ForbiddenError) as caught:
+            client.create_pet("Rex", category_id=1)
+    assert (caught.value.code, caught.value.status) == ("forbidden", 403)
+    assert "pets:write" in caught.value.message
 
 
 def test_get_of_a_missing_id_is_not_found_error(petstore: Client) -> None:

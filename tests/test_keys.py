@@ -182,6 +182,8 @@ def test_created_record_never_carries_the_secret_or_hash(database_url: str) -> N
         "created_at",
         "expires_at",
         "revoked_at",
+        "scopes",
+        "rate_limit",
     }
     assert key not in repr(record)
     assert keys.hash_key(key) not in repr(record)

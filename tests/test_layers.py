@@ -20,7 +20,8 @@ PACKAGE = Path(petstore.__file__).parent
 LAYERS: list[set[str]] = [
     {"petstore.__main__"},
     {"petstore.cli"},
-    {"petstore.cli_pets"},
+    {"petstore.cli_keys", "petstore.cli_pets"},
+    {"petstore.cli_store"},
     {"petstore.cli_import"},
     {"petstore.client"},
     {"petstore.client_core"},

@@ -45,9 +45,10 @@ def test_operations_have_the_interface_ids_and_bearer_security(
     assert paths["/pets"]["post"]["operationId"] == "createPet"
     assert paths["/pets/{petId}"]["get"]["operationId"] == "getPet"
     assert paths["/pets/{petId}"]["get"]["deprecated"] is True
+    scopes = {"listPets": "pets:read", "createPet": "pets:write", "getPet": "pets:read"}
     for operation in (paths["/pets"]["get"], paths["/pets"]["post"], paths["/pets/{petId}"]["get"]):
-        assert operation["security"] == [{"bearerAuth": []}]
-        assert "401" in operation["responses"]
+        assert operation["security"] == [{"bearerAuth": [scopes[operation["operationId"]]]}]
+        assert {"401", "403"} <= operation["responses"].keys()  # D21
     scheme = document["components"]["securitySchemes"]["bearerAuth"]
     assert scheme == {**scheme, "type": "http", "scheme": "bearer"}
 
@@ -87,13 +88,17 @@ def test_list_parameters_state_bounds_default_and_cursor(document: dict[str, Any
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/pets", "get", {"200", "400", "401", "405", "429", "500", "503"}),
+        ("/pets", "get", {"200", "400", "401", "403", "405", "429", "500", "503"}),
         (
             "/pets",
             "post",
-            {"201", "400", "401", "405", "409", "413", "415", "422", "429", "500", "503"},
+            {"201", "400", "401", "403", "405", "409", "413", "415", "422", "429", "500", "503"},
         ),
-        ("/pets/{petId}", "get", {"200", "400", "401", "404", "405", "410", "429", "500", "503"}),
+        (
+            "/pets/{petId}",
+            "get",
+            {"200", "400", "401", "403", "404", "405", "410", "429", "500", "503"},
+        ),
     ],
 )
 def test_every_response_status_is_documented_with_the_error_schema(

@@ -26,7 +26,13 @@ from petstore.store import (
 )
 from petstore.store.postgres import PostgresStore
 from petstore.store.sqlite import SQLiteStore
-from tests.conftest import NOW, postgres_admin_url, postgres_database, run_sql
+from tests.conftest import (
+    ALL_SCOPES_DEFAULT_LIMIT,
+    NOW,
+    postgres_admin_url,
+    postgres_database,
+    run_sql,
+)
 
 UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/postgres"
 
@@ -112,7 +118,14 @@ async def assert_every_call_is_unavailable(store: Store) -> None:
         store.create_pet(pet, claim=claim),
         store.find_idempotency_record(1, "k", created_after=NOW),
         store.purge_idempotency_records(created_before=NOW),
-        store.create_api_key(name="k", prefix="p", key_hash="h", created_at=NOW, expires_at=None),
+        store.create_api_key(
+            name="k",
+            prefix="p",
+            key_hash="h",
+            created_at=NOW,
+            expires_at=None,
+            **ALL_SCOPES_DEFAULT_LIMIT,
+        ),
         store.list_api_keys(),
         store.revoke_api_key(1, at=NOW),
         store.find_api_keys("p"),

@@ -17,7 +17,7 @@ from petstore import db, errors
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.store import IdempotencyClaim, IdempotencyRecord, open_store
 from petstore.store.postgres import ID_ORDER_LOCK, PostgresStore
-from tests.conftest import NOW, postgres_admin_url, postgres_database
+from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
 
@@ -173,10 +173,20 @@ def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None
 
     async def scenario(store: PostgresStore) -> None:
         forever = await store.create_api_key(
-            name="ci", prefix="pk_aaaa", key_hash="h1", created_at=NOW, expires_at=None
+            name="ci",
+            prefix="pk_aaaa",
+            key_hash="h1",
+            created_at=NOW,
+            expires_at=None,
+            **ALL_SCOPES_DEFAULT_LIMIT,
         )
         expiring = await store.create_api_key(
-            name="temp", prefix="pk_bbbb", key_hash="h2", created_at=NOW, expires_at=later
+            name="temp",
+            prefix="pk_bbbb",
+            key_hash="h2",
+            created_at=NOW,
+            expires_at=later,
+            **ALL_SCOPES_DEFAULT_LIMIT,
         )
         assert forever.created_at == NOW
         assert forever.created_at.tzinfo is not None
@@ -394,10 +404,20 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
         assert await asyncio.to_thread(_cut_every_connection_to, url) >= 1
         with pytest.raises(errors.Unavailable):
             await store.create_api_key(
-                name="cut", prefix="p_cut", key_hash="h-cut", created_at=NOW, expires_at=None
+                name="cut",
+                prefix="p_cut",
+                key_hash="h-cut",
+                created_at=NOW,
+                expires_at=None,
+                **ALL_SCOPES_DEFAULT_LIMIT,
             )
         key = await store.create_api_key(
-            name="next", prefix="p_next", key_hash="h-next", created_at=NOW, expires_at=None
+            name="next",
+            prefix="p_next",
+            key_hash="h-next",
+            created_at=NOW,
+            expires_at=None,
+            **ALL_SCOPES_DEFAULT_LIMIT,
         )
         assert [k.name for k in await store.list_api_keys()] == ["next"]
         assert key.name == "next"
@@ -424,7 +444,12 @@ def test_returned_timestamps_are_aware(url: str) -> None:
 
     async def scenario(store: PostgresStore) -> datetime | None:
         key = await store.create_api_key(
-            name="x", prefix="pk_x", key_hash="hx", created_at=NOW, expires_at=expiry
+            name="x",
+            prefix="pk_x",
+            key_hash="hx",
+            created_at=NOW,
+            expires_at=expiry,
+            **ALL_SCOPES_DEFAULT_LIMIT,
         )
         return key.expires_at
 

@@ -15,7 +15,7 @@ from email.utils import format_datetime
 
 import msgspec
 
-from petstore import db, errors, parsing, pets, ratelimit
+from petstore import db, errors, keys, parsing, pets, ratelimit
 from petstore.asgi import BodyReader, Exchange, Header
 from petstore.auth import KeyVerifier
 from petstore.idempotency import IdempotentCreates
@@ -57,10 +57,9 @@ class PetsApi:
         self.clock = clock
         self.check_sunset = check_sunset
         self.metrics = metrics
-        self._rate_limit_policy: Header | None = None
-        if rate_limiter is not None:  # draft-ietf-httpapi-ratelimit-headers
-            policy = f'"{ratelimit.POLICY}";q={rate_limiter.limit};w={rate_limiter.window}'
-            self._rate_limit_policy = (b"ratelimit-policy", policy.encode())
+        # draft-ietf-httpapi-ratelimit-headers: the RateLimit-Policy field of a key's
+        # own limit (None: the service's), built once per limit.
+        self._policies: dict[str | None, Header] = {}
         self._deprecation: list[Header] = [
             (b"deprecation", f"@{int(deprecation_date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
@@ -70,7 +69,7 @@ class PetsApi:
     async def list_pets(self, exchange: Exchange) -> None:
         """listPets (interface: List animals): a page of animals in id order, and
         ``Link: rel="next"`` when more follow (D7-D9)."""
-        await self._authenticate(exchange)
+        await self._authenticate(exchange, keys.READ)
         query = parsing.query(exchange.scope["query_string"])
         status = parsing.parse_status(query.get("status"))
         limit = parsing.parse_limit(query.get("limit"))
@@ -81,7 +80,7 @@ class PetsApi:
     async def create_pet(self, exchange: Exchange) -> None:
         """createPet (interface: Add an animal): a NewPet (D1-D4) stored durably, 201
         with the Pet; with an Idempotency-Key, a retry gets the first answer (D16)."""
-        api_key_id = await self._authenticate(exchange)
+        api_key_id = await self._authenticate(exchange, keys.WRITE)
         parsing.check_json_content_type(exchange.header(b"content-type"))
         key = parsing.parse_idempotency_key(exchange.header(b"idempotency-key"))
         new_pet = parsing.parse_new_pet(await self.bodies.read(exchange))
@@ -100,7 +99,7 @@ class PetsApi:
         from the sunset on. Every answer, errors included, carries the deprecation
         headers."""
         exchange.headers += self._deprecation_headers(exchange.base_url())
-        await self._authenticate(exchange)
+        await self._authenticate(exchange, keys.READ)
         self.check_sunset()
         pet = await pets.get(self.store, parsing.parse_pet_id(exchange.path_param))
         await exchange.respond(200, encode(pet))
@@ -116,16 +115,28 @@ class PetsApi:
             200, msgspec.json.encode({"status": "ready", "rateLimits": rate_limits})
         )
 
-    async def _authenticate(self, exchange: Exchange) -> int:
-        """The caller's API key id (D12), its request counted against the key's rate
-        limit (D15); the RateLimit fields go on the answer whatever it turns out to be."""
+    async def _authenticate(self, exchange: Exchange, scope: str) -> int:
+        """The caller's API key id (D12), once its key holds ``scope`` (D21) and the
+        request is counted against the key's rate limit (D15, D22); the RateLimit
+        fields go on the answer whatever it turns out to be.
+
+        A key without the scope is refused (403) before the request is counted, as a
+        request without a valid key (401) is: neither does any work, and a key's
+        budget is for what it may do. The body is read only after this.
+        """
         limiter = self.rate_limiter
-        if self._rate_limit_policy is not None:
-            exchange.headers.append(self._rate_limit_policy)
-        key_id = await self.verifier.verify(exchange.header(b"authorization"))
-        exchange.api_key_id = key_id  # logged by id, never the key (D13)
+        if limiter is None:
+            caller = await self.verifier.verify(exchange.header(b"authorization"))
+        else:
+            exchange.headers.append(self._policy(None))
+            caller = await self.verifier.verify(exchange.header(b"authorization"))
+            if caller.rate_limit is not None:
+                exchange.headers[-1] = self._policy(caller.rate_limit)
+        exchange.api_key_id = caller.api_key_id  # logged by id, never the key (D13)
+        if scope not in caller.scopes:
+            raise errors.Forbidden(f"this API key lacks the {scope} scope", scope=scope)
         if limiter is not None:
-            quota = await limiter.hit(key_id)
+            quota = await limiter.hit(caller.api_key_id, caller.rate_limit)
             if quota is not None:
                 field = b'"%s";r=%d;t=%d' % (_POLICY, quota.remaining, quota.reset)
                 exchange.headers.append((b"ratelimit", field))
@@ -134,7 +145,18 @@ class PetsApi:
                         f"rate limit exceeded for this API key; retry in {quota.retry_after} s",
                         retry_after=quota.retry_after,
                     )
-        return key_id
+        return caller.api_key_id
+
+    def _policy(self, own_limit: str | None) -> Header:
+        """The ``RateLimit-Policy`` field of a key with ``own_limit`` (None: the
+        service's limit)."""
+        header = self._policies.get(own_limit)
+        if header is None:
+            assert self.rate_limiter is not None
+            quota, window = self.rate_limiter.policy(own_limit)
+            policy = f'"{ratelimit.POLICY}";q={quota};w={window}'.encode()
+            header = self._policies[own_limit] = (b"ratelimit-policy", policy)
+        return header
 
     def _deprecation_headers(self, base_url: str) -> list[Header]:
         """getPet's D14 headers, the Link absolute under ``base_url``; built once for

@@ -1,13 +1,14 @@
 """Bearer authentication (interface: Authentication; D12, D13; RFC 6750).
 
-:class:`KeyVerifier` turns an ``Authorization`` header into the id of a valid API
-key or raises ``errors.Unauthorized``. Verified keys are cached in process for
-``key_cache_seconds`` (at most 5 s, so a revocation bites within 5 s everywhere);
-unknown keys are never cached, so a new key works at once. The cache is keyed by the
-``Authorization`` value as sent, so a key seen in the last seconds costs one dict
-lookup: no parsing and no SHA-256, which served cost 7-11% of a getPet
-(docs/performance.md). It holds at most 10,000 entries; like the requests that
-carry them, they are in the process's memory only, never logged or stored.
+:class:`KeyVerifier` turns an ``Authorization`` header into the :class:`Caller` of a
+valid API key (its id, scopes and rate limit) or raises ``errors.Unauthorized``.
+Verified keys are cached in process for ``key_cache_seconds`` (at most 5 s, so a
+revocation bites within 5 s everywhere); unknown keys are never cached, so a new key
+works at once. The cache is keyed by the ``Authorization`` value as sent, so a key
+seen in the last seconds costs one dict lookup: no parsing and no SHA-256, which
+served cost 7-11% of a getPet (docs/performance.md). It holds at most 10,000
+entries; like the requests that carry them, they are in the process's memory only,
+never logged or stored.
 """
 
 from __future__ import annotations
@@ -16,11 +17,21 @@ import hmac
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 from petstore import errors, keys
 from petstore.store import Store
 
 _CACHE_MAX = 10_000
+
+
+class Caller(NamedTuple):
+    """Who sent a request: the API key's id (logged, never the key, D13), the scopes
+    it holds (D21) and its own rate limit, None for the service's (D22)."""
+
+    api_key_id: int
+    scopes: frozenset[str]
+    rate_limit: str | None
 
 
 class KeyVerifier:
@@ -32,27 +43,28 @@ class KeyVerifier:
         self._store = store
         self._clock = clock
         self._cache_seconds = cache_seconds
-        # Authorization header -> (key id, expiry or None, monotonic time it goes stale)
-        self._cache: dict[str, tuple[int, datetime | None, float]] = {}
+        # Authorization header -> (caller, expiry or None, monotonic time it goes stale)
+        self._cache: dict[str, tuple[Caller, datetime | None, float]] = {}
 
-    async def verify(self, authorization: str | None) -> int:
-        """The id of the API key in ``authorization`` (``Bearer <key>``, scheme any case).
+    async def verify(self, authorization: str | None) -> Caller:
+        """The caller whose API key is in ``authorization`` (``Bearer <key>``, scheme
+        any case).
 
         Raises Unauthorized when the header is missing, malformed, or names a key
         that is unknown, revoked or expired.
         """
         cached = self._cache.get(authorization) if authorization else None
         if cached is not None and cached[2] > time.monotonic():
-            key_id, expires_at, _ = cached
+            caller, expires_at, _ = cached
         else:
-            key_id, expires_at = await self._lookup(authorization)
+            caller, expires_at = await self._lookup(authorization)
         if expires_at is not None and expires_at <= self._clock():
             raise errors.Unauthorized("the API key has expired", key_sent=True)
-        return key_id
+        return caller
 
-    async def _lookup(self, authorization: str | None) -> tuple[int, datetime | None]:
+    async def _lookup(self, authorization: str | None) -> tuple[Caller, datetime | None]:
         """Parse ``authorization``, find its key in the store and cache it when valid:
-        (key id, expiry). Raises Unauthorized as :meth:`verify` does."""
+        (caller, expiry). Raises Unauthorized as :meth:`verify` does."""
         if not authorization:
             raise errors.Unauthorized(
                 "an API key is required: Authorization: Bearer <key>", key_sent=False
@@ -72,10 +84,11 @@ class KeyVerifier:
             if hmac.compare_digest(record.key_hash, key_hash):
                 if record.revoked_at is not None:
                     break
+                caller = Caller(record.id, frozenset(record.scopes), record.rate_limit)
                 if self._cache_seconds > 0:
                     if len(self._cache) >= _CACHE_MAX:
                         self._cache.clear()
                     stale_at = time.monotonic() + self._cache_seconds
-                    self._cache[authorization] = (record.id, record.expires_at, stale_at)
-                return record.id, record.expires_at
+                    self._cache[authorization] = (caller, record.expires_at, stale_at)
+                return caller, record.expires_at
         raise invalid

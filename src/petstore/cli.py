@@ -6,91 +6,22 @@ Every command reads the same ``PETSTORE_*`` settings as the server. Exit codes:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import click
 
-from petstore import db, errors, keys, logs
+from petstore import db, keys, logs
+from petstore.cli_keys import keys_group
 from petstore.cli_pets import pets_group
+from petstore.cli_store import settings_or_usage_error, with_store
 from petstore.config import (
     Environment,
-    Settings,
-    SettingsError,
     UnsupportedDatabaseError,
-    load_settings,
 )
-from petstore.store import ApiKey, SchemaOutOfDateError, Store, open_store
-
-T = TypeVar("T")
-
-
-def _settings(**overrides: object) -> Settings:
-    try:
-        return load_settings(**{k: v for k, v in overrides.items() if v is not None})
-    except SettingsError as exc:
-        raise click.UsageError(str(exc)) from None
-
-
-def _with_store(
-    settings: Settings,
-    work: Callable[[Store], Awaitable[T]],
-    *,
-    migrate: bool = False,
-    migrate_apart: bool = False,
-) -> T:
-    """Run ``work`` against the configured store. An embedded SQLite database is always
-    migrated first; another backend only when ``migrate`` is set. With
-    ``migrate_apart``, the migrations run in a child process (:func:`_upgrade_apart`)."""
-
-    async def run() -> T:
-        if migrate or settings.sqlite_path is not None:
-            if migrate_apart:
-                _upgrade_apart(settings.database_url)
-            else:
-                db.upgrade(settings.database_url, newer_is_fine=True)
-        store = await open_store(settings.database_url, pool_size=2)
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(run())
-    except (
-        SchemaOutOfDateError,
-        UnsupportedDatabaseError,
-        db.UnreachableDatabaseError,
-        errors.PetstoreError,
-    ) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def _upgrade_apart(url: str) -> None:
-    """``db.upgrade(url, newer_is_fine=True)`` in a child interpreter (``python -m
-    petstore.db``). ``petstore serve`` migrates this way so that Alembic and
-    SQLAlchemy (21 MiB) are never loaded into the process granian forks its workers
-    from, nor, therefore, into any worker (docs/performance.md). The URL goes by
-    environment, not argument, so that no password shows in the process list.
-
-    Raises ClickException with the child's error output when it fails.
-    """
-    child = subprocess.run(
-        [sys.executable, "-m", "petstore.db"],
-        env={**os.environ, "PETSTORE_DATABASE_URL": url},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if child.returncode != 0:
-        raise click.ClickException(child.stderr.strip() or f"migrating exited {child.returncode}")
+from petstore.store import Store
 
 
 @click.group()
@@ -122,7 +53,9 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     from granian.constants import Interfaces
     from granian.http import HTTP1Settings
 
-    settings = _settings(host=host, port=port, workers=workers, migrate_on_start=migrate)
+    settings = settings_or_usage_error(
+        host=host, port=port, workers=workers, migrate_on_start=migrate
+    )
     # Workers build their app from the environment: hand them the same settings.
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
@@ -134,7 +67,7 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
             return None
         return await keys.ensure_dev_key(store, now=datetime.now(UTC))
 
-    dev_key = _with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
+    dev_key = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
     url = f"http://{settings.host}:{settings.port}/v1"
     if dev_key is not None:
         click.echo('No active API key: created one named "dev" (shown only now):')
@@ -154,71 +87,6 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     ).serve()
 
 
-@main.group("keys")
-def keys_group() -> None:
-    """Create, list and revoke API keys (D13)."""
-
-
-@keys_group.command("create")
-@click.option("--name", required=True, help="A label for the key, e.g. the client's name.")
-@click.option(
-    "--expires-at",
-    type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"]),
-    help="ISO-8601 expiry, e.g. 2027-01-31T00:00:00Z (a bare date is UTC midnight).",
-)
-def keys_create(name: str, expires_at: datetime | None) -> None:
-    """Create a key. The key is printed once, alone on the last line."""
-    if expires_at is not None and expires_at.tzinfo is None:
-        expires_at = expires_at.replace(tzinfo=UTC)
-
-    async def create(store: Store) -> tuple[ApiKey, str]:
-        return await keys.create(store, name=name, now=datetime.now(UTC), expires_at=expires_at)
-
-    try:
-        record, key = _with_store(_settings(), create)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-    click.echo(f"Created API key {record.id} ({record.name}, prefix {record.prefix}).", err=True)
-    click.echo("Store it now: it cannot be shown again.", err=True)
-    click.echo(key)
-
-
-@keys_group.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per key.")
-def keys_list(as_json: bool) -> None:
-    """List keys: id, name, prefix, created, expires, revoked. Never a secret."""
-    records = _with_store(_settings(), keys.list_keys)
-
-    def iso(value: datetime | None) -> str | None:
-        return value.isoformat(timespec="seconds") if value else None
-
-    if as_json:
-        for r in records:
-            times = {f: iso(getattr(r, f)) for f in ("created_at", "expires_at", "revoked_at")}
-            click.echo(json.dumps({"id": r.id, "name": r.name, "prefix": r.prefix, **times}))
-        return
-    rows: list[tuple[str, ...]] = [("ID", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED")]
-    for r in records:
-        shown = (iso(t) or "-" for t in (r.created_at, r.expires_at, r.revoked_at))
-        rows.append((str(r.id), r.name, r.prefix, *shown))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
-
-
-@keys_group.command("revoke")
-@click.argument("key_id", type=int)
-def keys_revoke(key_id: int) -> None:
-    """Revoke key KEY_ID; every instance refuses it within 5 seconds (D13)."""
-    now = datetime.now(UTC)
-    revoked = _with_store(_settings(), lambda store: keys.revoke(store, key_id, now=now))
-    if not revoked:
-        raise click.ClickException(f"no active key has id {key_id}")
-    click.echo(f"Revoked API key {key_id}.")
-
-
 @main.group("db")
 def db_group() -> None:
     """Database schema migrations."""
@@ -227,7 +95,7 @@ def db_group() -> None:
 @db_group.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration (safe to run again)."""
-    settings = _settings()
+    settings = settings_or_usage_error()
     try:
         db.upgrade(settings.database_url)
     except (UnsupportedDatabaseError, db.UnreachableDatabaseError) as exc:
@@ -240,7 +108,8 @@ def openapi() -> None:
     """Print the served OpenAPI document (JSON)."""
     from petstore.docs import openapi_document
 
-    click.echo(json.dumps(openapi_document(_settings()), indent=2))
+    click.echo(json.dumps(openapi_document(settings_or_usage_error()), indent=2))
 
 
+main.add_command(keys_group)
 main.add_command(pets_group)

@@ -18,6 +18,7 @@ codes tell failures apart:
 7     the service failed (5xx) after the client's retries
 8     no Petstore service at the URL: unreachable, or a 404 shows the URL is not
       the base of a Petstore (e.g. it lacks ``/v1``)
+9     the API key lacks the operation's scope (403, D21)
 ====  ==========================================================
 """
 
@@ -39,6 +40,7 @@ from petstore.client_errors import (
     AuthenticationError,
     BadRequestError,
     ConflictError,
+    ForbiddenError,
     GoneError,
     NotFoundError,
     PayloadError,
@@ -54,6 +56,7 @@ T = TypeVar("T")
 
 _EXIT_CODES: list[tuple[type[PetstoreClientError], int]] = [
     (AuthenticationError, 3),
+    (ForbiddenError, 9),
     (ServiceNotFoundError, 8),  # before its base class NotFoundError
     (NotFoundError, 4),
     (GoneError, 4),

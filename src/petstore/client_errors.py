@@ -5,6 +5,7 @@ Hierarchy::
     PetstoreClientError         code, message, status, request_id, retry_after
     ├── BadRequestError         400 invalid_request, malformed_json
     ├── AuthenticationError     401 unauthorized
+    ├── ForbiddenError          403 forbidden: the key lacks the operation's scope (D21)
     ├── NotFoundError           404 not_found: no such animal
     │   └── ServiceNotFoundError    404 that says the base URL is not a Petstore's
     ├── ConflictError           409 idempotency_conflict, 422 idempotency_key_reused (D16)
@@ -72,6 +73,11 @@ class AuthenticationError(PetstoreClientError):
     """401: the API key is missing, unknown, revoked or expired (D12, D13)."""
 
 
+class ForbiddenError(PetstoreClientError):
+    """403: the API key is valid but lacks the operation's scope (D21): a read-only
+    key (``pets:read``) creating, or a write-only one (``pets:write``) reading."""
+
+
 class NotFoundError(PetstoreClientError):
     """404: no such animal (D11). A 404 meaning that the base URL is wrong is the
     subclass :class:`ServiceNotFoundError`."""
@@ -114,6 +120,7 @@ class TransportError(PetstoreClientError):
 _BY_STATUS: dict[int, type[PetstoreClientError]] = {
     400: BadRequestError,
     401: AuthenticationError,
+    403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
     410: GoneError,

@@ -53,8 +53,9 @@ def _alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str, *, newer_is_fine: bool = False) -> None:
-    """Apply every pending migration to the database at ``url`` (idempotent).
+def upgrade(url: str, *, newer_is_fine: bool = False, to: str = "head") -> None:
+    """Apply every pending migration to the database at ``url`` (idempotent), or
+    those up to revision ``to`` (a rolling deploy's previous release, in tests).
 
     A SQLite file and its folder are created when missing. With ``newer_is_fine``, a
     database already migrated by a newer release (a revision this code does not
@@ -72,7 +73,7 @@ def upgrade(url: str, *, newer_is_fine: bool = False) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        command.upgrade(_alembic_config(url), "head")
+        command.upgrade(_alembic_config(url), to)
     except CommandError as exc:
         if not (newer_is_fine and "Can't locate revision" in str(exc)):
             raise

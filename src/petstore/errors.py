@@ -6,6 +6,7 @@ Hierarchy::
     ├── InvalidRequest            400 invalid_request
     ├── MalformedJson             400 malformed_json
     ├── Unauthorized              401 unauthorized (+ WWW-Authenticate, RFC 6750)
+    ├── Forbidden                 403 forbidden (+ WWW-Authenticate insufficient_scope)
     ├── NotFound                  404 not_found
     ├── MethodNotAllowed          405 method_not_allowed (+ Allow)
     ├── IdempotencyConflict       409 idempotency_conflict
@@ -71,6 +72,16 @@ class Unauthorized(PetstoreError):
 
     def __init__(self, message: str, *, key_sent: bool) -> None:
         challenge = f'{REALM}, error="invalid_token"' if key_sent else REALM
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
+
+
+class Forbidden(PetstoreError):
+    """A valid API key without the operation's ``scope`` (D21, RFC 6750 section 3.1)."""
+
+    status, code = 403, "forbidden"
+
+    def __init__(self, message: str, *, scope: str) -> None:
+        challenge = f'{REALM}, error="insufficient_scope", scope="{scope}"'
         super().__init__(message, headers={"WWW-Authenticate": challenge})
 
 

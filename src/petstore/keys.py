@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from petstore.store import ApiKey, Store
@@ -21,6 +22,9 @@ _RANDOM_CHARS = 43  # base64url of 32 bytes, unpadded
 _VISIBLE_CHARS = 8
 _KEY_RE = re.compile(rf"{KEY_TYPE_PREFIX}[A-Za-z0-9_-]{{{_RANDOM_CHARS}}}")
 NAME_MAX = 100
+#: D21: what a key may do. ``pets:read`` is listPets and getPet, ``pets:write`` createPet.
+READ, WRITE = "pets:read", "pets:write"
+SCOPES = (READ, WRITE)
 
 
 def generate() -> str:
@@ -41,15 +45,30 @@ def hash_key(key: str) -> str:
 
 
 async def create(
-    store: Store, *, name: str, now: datetime, expires_at: datetime | None = None
+    store: Store,
+    *,
+    name: str,
+    now: datetime,
+    expires_at: datetime | None = None,
+    scopes: Collection[str] = SCOPES,
+    rate_limit: str | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key named ``name`` (1-100 characters); returns its record and the key.
+    """Create a key named ``name`` (1-100 characters) that may do ``scopes`` (D21: a
+    non-empty subset of :data:`SCOPES`, both by default) within its own
+    ``rate_limit`` (D22: ``6000/minute`` notation; None for the service's); returns
+    its record and the key.
 
     The key itself is returned only here, once. Raises ValueError for an empty or
-    long name, or an ``expires_at`` that is naive or not after ``now``.
+    long name, an ``expires_at`` that is naive or not after ``now``, an unknown or
+    empty scope list, or a rate limit that is not ``N/second|minute|hour|day``.
     """
     if not name.strip() or len(name) > NAME_MAX:
         raise ValueError(f"a key name is 1 to {NAME_MAX} characters, not blank")
+    unknown = set(scopes) - set(SCOPES)
+    if unknown or not scopes:
+        raise ValueError(f"scopes are one or more of {', '.join(SCOPES)}")
+    if rate_limit is not None:
+        rate_limit = check_rate_limit(rate_limit)
     if expires_at is not None:
         if expires_at.tzinfo is None:
             raise ValueError("the expiry needs a time zone, e.g. 2027-01-01T00:00:00Z")
@@ -60,9 +79,30 @@ async def create(
     prefix = visible_prefix(key)
     assert prefix is not None
     record = await store.create_api_key(
-        name=name, prefix=prefix, key_hash=hash_key(key), created_at=now, expires_at=expires_at
+        name=name,
+        prefix=prefix,
+        key_hash=hash_key(key),
+        created_at=now,
+        expires_at=expires_at,
+        scopes=tuple(scope for scope in SCOPES if scope in scopes),
+        rate_limit=rate_limit,
     )
     return record, key
+
+
+def check_rate_limit(notation: str) -> str:
+    """``notation`` when it is a rate limit as ``PETSTORE_RATE_LIMIT`` takes it (the
+    ``limits`` library's: ``600/minute``, ``10/second``, at least 1); raises
+    ValueError otherwise."""
+    from limits import parse
+
+    try:
+        item = parse(notation)
+    except ValueError:
+        raise ValueError("a rate limit looks like 600/minute or 10/second") from None
+    if item.amount < 1:
+        raise ValueError("a rate limit allows at least 1 request")
+    return notation
 
 
 async def ensure_dev_key(store: Store, *, now: datetime) -> str | None:

@@ -43,7 +43,8 @@ class Quota(NamedTuple):
 
 
 class RateLimiter:
-    """Counts requests per API key in fixed windows of the configured limit."""
+    """Counts requests per API key in fixed windows: of ``limit``, or of a key's own
+    limit (D22) when :meth:`hit` names one."""
 
     def __init__(self, limit: str, *, redis_url: str | None = None) -> None:
         self.item: RateLimitItem = parse(limit)
@@ -65,23 +66,33 @@ class RateLimiter:
         # limits' asyncio memory storage: its synchronous one starts a thread every
         # 10 ms under load to expire counters, which costs far more than a coroutine.
         self._storage: Storage = self._redis or MemoryStorage()
-        self._expiry = self.window
-        self._keys: dict[int, str] = {}  # API key id -> counter key
+        # API key id, or (id, its own limit) -> (counter key, requests a window)
+        self._keys: dict[int | tuple[int, str], tuple[str, int]] = {}
+        self._expiries: dict[str, int] = {}  # counter key -> window, seconds
         self._window_ends: dict[str, float] = {}  # counter key -> epoch seconds
         self.store_error: str | None = None
         self._logged_at = -math.inf
         self._hits = TurnBatcher(self._count)
 
-    async def hit(self, api_key_id: int) -> Quota | None:
-        """Count one request of ``api_key_id``: where it leaves the key's window, or
-        None while the counter store is unreachable and the limiter fails open."""
-        key = self._keys.get(api_key_id) or self._key_for(api_key_id)
+    def policy(self, own_limit: str | None = None) -> tuple[int, int]:
+        """The requests a window and the window in seconds of a key with ``own_limit``
+        (D22; the service's limit when None). Raises ValueError for a bad notation."""
+        if own_limit is None:
+            return self.limit, self.window
+        item = parse(own_limit)
+        return item.amount, item.get_expiry()
+
+    async def hit(self, api_key_id: int, own_limit: str | None = None) -> Quota | None:
+        """Count one request of ``api_key_id``, whose own limit is ``own_limit`` (D22;
+        None for the service's): where it leaves the key's window, or None while the
+        counter store is unreachable and the limiter fails open."""
+        slot = api_key_id if own_limit is None else (api_key_id, own_limit)
+        key, limit = self._keys.get(slot) or self._key_for(slot)
         counted = await self._hits.submit(key)
         if counted is None:
             return None
         count, reset_at = counted
         reset = max(0, math.ceil(reset_at - time.time()))
-        limit = self.limit
         return Quota(
             limit - count if count < limit else 0, reset, None if count <= limit else reset
         )
@@ -121,18 +132,24 @@ class RateLimiter:
 
     async def _incr(self, key: str, amount: int) -> tuple[int, float]:
         """Add ``amount`` hits to ``key``: its count before them, and its window's end."""
-        count = await self._storage.incr(key, self._expiry, amount)
+        count = await self._storage.incr(key, self._expiries.get(key, self.window), amount)
         reset_at = self._window_ends.get(key, 0.0)
         if count == amount or reset_at <= time.time():
             reset_at = self._window_ends[key] = await self._storage.get_expiry(key)
         return count - amount, reset_at
 
-    def _key_for(self, api_key_id: int) -> str:
+    def _key_for(self, slot: int | tuple[int, str]) -> tuple[str, int]:
+        """The counter key of ``slot`` and its requests a window. The counter key
+        names the limit, so a key whose limit changes starts a counter of its own."""
         if len(self._keys) >= _KEYS_MAX:  # bounded: a few thousand keys in practice
             self._keys.clear()
+            self._expiries.clear()
             self._window_ends.clear()
-        key = self._keys[api_key_id] = self.item.key_for(POLICY, str(api_key_id))
-        return key
+        api_key_id, item = (slot, self.item) if isinstance(slot, int) else (slot[0], parse(slot[1]))
+        key = item.key_for(POLICY, str(api_key_id))
+        self._expiries[key] = item.get_expiry()
+        self._keys[slot] = (key, item.amount)
+        return key, item.amount
 
     async def check(self) -> str:
         """The state of the counter store for ``/readyz``: ``ok``, or how it fails open."""

@@ -18,7 +18,8 @@ from petstore.schemas import NewPet, Pet, PetStatus
 
 
 class ApiKey(msgspec.Struct, frozen=True):
-    """An API key as the operator sees it: never the secret, nor its hash (D13)."""
+    """An API key as the operator sees it: never the secret, nor its hash (D13); its
+    scopes (D21) and its own rate limit, None for the service's (D22)."""
 
     id: int
     name: str
@@ -26,15 +27,20 @@ class ApiKey(msgspec.Struct, frozen=True):
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
+    scopes: tuple[str, ...]
+    rate_limit: str | None
 
 
 class ApiKeyRecord(msgspec.Struct, frozen=True):
-    """What verifying a presented key needs: its id, stored hash and validity."""
+    """What verifying a presented key needs: its id, stored hash and validity, and
+    what it may do: its scopes (D21) and rate limit (D22, None for the default)."""
 
     id: int
     key_hash: str
     expires_at: datetime | None
     revoked_at: datetime | None
+    scopes: tuple[str, ...]
+    rate_limit: str | None
 
 
 class IdempotencyClaim(msgspec.Struct, frozen=True):
@@ -128,8 +134,10 @@ class Store(Protocol):
         key_hash: str,
         created_at: datetime,
         expires_at: datetime | None,
+        scopes: tuple[str, ...],
+        rate_limit: str | None,
     ) -> ApiKey:
-        """Store a new key's hash and metadata."""
+        """Store a new key's hash and metadata (``scopes`` D21, ``rate_limit`` D22)."""
         ...
 
     async def list_api_keys(self) -> list[ApiKey]:

@@ -261,19 +261,21 @@ class PostgresStore:
         key_hash: str,
         created_at: datetime,
         expires_at: datetime | None,
+        scopes: tuple[str, ...],
+        rate_limit: str | None,
     ) -> ApiKey:
-        params = (name, prefix, key_hash, created_at, expires_at)
-        return ApiKey(*(await self._pool.write(_INSERT_API_KEY, params))[0])
+        params = (name, prefix, key_hash, created_at, expires_at, " ".join(scopes), rate_limit)
+        return sql.api_key((await self._pool.write(_INSERT_API_KEY, params))[0])
 
     async def list_api_keys(self) -> list[ApiKey]:
-        return [ApiKey(*row) for row in await self._pool.read(_LIST_API_KEYS)]
+        return [sql.api_key(row) for row in await self._pool.read(_LIST_API_KEYS)]
 
     async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
         return bool(await self._pool.write(_REVOKE_API_KEY, (at, key_id)))
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
         rows = await self._pool.read(_FIND_API_KEYS, (prefix,))
-        return [ApiKeyRecord(*row) for row in rows]
+        return [sql.api_key_record(row) for row in rows]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
         rows = await self._pool.read(_COUNT_ACTIVE_API_KEYS, (now,))

@@ -10,10 +10,14 @@ and id-order lock) is in the backend's module.
 
 from __future__ import annotations
 
-from typing import LiteralString
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, LiteralString
+
+from petstore.store import ApiKey, ApiKeyRecord
 
 PET_COLUMNS = "id, name, category_id, status"
-KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at"
+KEY_COLUMNS = "id, name, prefix, created_at, expires_at, revoked_at, scopes, rate_limit"
 IDEMPOTENCY_COLUMNS = "api_key_id, idempotency_key, fingerprint, pet_id, response, created_at"
 
 # Pets --------------------------------------------------------------------------------
@@ -55,10 +59,11 @@ PURGE_IDEMPOTENCY_RECORDS = "DELETE FROM idempotency_records WHERE created_at < 
 
 # API keys (D13) ------------------------------------------------------------------------
 
-#: name, prefix, key_hash, created_at, expires_at; the key's row back.
+#: name, prefix, key_hash, created_at, expires_at, scopes (space-separated, D21),
+#: rate_limit (D22, NULL for the default); the key's row back.
 INSERT_API_KEY = (
-    "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at) "  # noqa: S608
-    f"VALUES (?, ?, ?, ?, ?) RETURNING {KEY_COLUMNS}"
+    "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at, scopes, rate_limit) "  # noqa: S608
+    f"VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {KEY_COLUMNS}"
 )
 LIST_API_KEYS = f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id"  # noqa: S608
 #: revoked_at, id; a row back when a key was revoked.
@@ -66,7 +71,9 @@ REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id"
 )
 #: prefix.
-FIND_API_KEYS = "SELECT id, key_hash, expires_at, revoked_at FROM api_keys WHERE prefix = ?"
+FIND_API_KEYS = (
+    "SELECT id, key_hash, expires_at, revoked_at, scopes, rate_limit FROM api_keys WHERE prefix = ?"
+)
 #: now.
 COUNT_ACTIVE_API_KEYS = (
     "SELECT count(*) FROM api_keys "
@@ -89,3 +96,31 @@ def postgres(statement: LiteralString) -> LiteralString:
     if "%" in statement:
         raise ValueError(f"a statement with % cannot be adapted: {statement}")
     return statement.replace("?", "%s")
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def api_key(row: Sequence[Any], *, time: Callable[[Any], datetime | None] = _as_is) -> ApiKey:
+    """The key of a row of :data:`KEY_COLUMNS`, its timestamps read with ``time`` (as
+    they come on PostgreSQL; SQLite stores text). Scopes are stored space-separated."""
+    created_at = time(row[3])
+    assert created_at is not None  # NOT NULL
+    return ApiKey(
+        row[0],
+        row[1],
+        row[2],
+        created_at,
+        time(row[4]),
+        time(row[5]),
+        tuple(row[6].split()),
+        row[7],
+    )
+
+
+def api_key_record(
+    row: Sequence[Any], *, time: Callable[[Any], datetime | None] = _as_is
+) -> ApiKeyRecord:
+    """The record of a row of :data:`FIND_API_KEYS`, timestamps read with ``time``."""
+    return ApiKeyRecord(row[0], row[1], time(row[2]), time(row[3]), tuple(row[4].split()), row[5])

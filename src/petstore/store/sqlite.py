@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,31 +33,19 @@ from petstore.store import (
     require_current_schema,
     sql,
 )
-from petstore.store.sqlite_connections import Writer, connect, not_open, reachable
+from petstore.store.sqlite_connections import (
+    Writer,
+    connect,
+    idempotency_record,
+    iso,
+    not_open,
+    parse_time,
+    reachable,
+)
 
 #: The animals whose ids are in a JSON array (one statement whatever the number of ids).
 _GET_PETS = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
 _Create = tuple[NewPet, IdempotencyClaim | None]
-
-
-def _iso(value: datetime) -> str:
-    # One fixed UTC spelling, so stored timestamps compare correctly as text.
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def _idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
-    return IdempotencyRecord(
-        row[0], row[1], row[2], row[3], row[4].encode(), datetime.fromisoformat(row[5])
-    )
-
-
-def _api_key(row: tuple[Any, ...]) -> ApiKey:
-    created_at = datetime.fromisoformat(row[3])
-    return ApiKey(row[0], row[1], row[2], created_at, _time(row[4]), _time(row[5]))
 
 
 class _TurnReadTransaction:
@@ -135,7 +123,7 @@ def _insert_pet(
     if claim is not None:
         conn.execute("SAVEPOINT claim")
         conn.execute(
-            sql.DELETE_EXPIRED_CLAIM, (claim.api_key_id, claim.key, _iso(claim.expired_before))
+            sql.DELETE_EXPIRED_CLAIM, (claim.api_key_id, claim.key, iso(claim.expired_before))
         )
     # lastrowid, not RETURNING: a RETURNING row costs one more statement step.
     pet_id = conn.execute(sql.INSERT_PET, (new.name, new.category_id, new.status.value)).lastrowid
@@ -146,13 +134,13 @@ def _insert_pet(
     response = encode(pet).decode()
     claimed = conn.execute(
         sql.INSERT_CLAIM,
-        (claim.api_key_id, claim.key, claim.fingerprint, pet_id, response, _iso(claim.created_at)),
+        (claim.api_key_id, claim.key, claim.fingerprint, pet_id, response, iso(claim.created_at)),
     ).fetchone()
     if claimed is None:
         conn.execute("ROLLBACK TO claim")
         conn.execute("RELEASE claim")
         row = conn.execute(sql.SELECT_CLAIM, (claim.api_key_id, claim.key)).fetchone()
-        return _idempotency_record(row)
+        return idempotency_record(row)
     conn.execute("RELEASE claim")
     return pet
 
@@ -200,14 +188,14 @@ class SQLiteStore:
     ) -> IdempotencyRecord | None:
         with reachable:
             row = self._reads.execute(
-                sql.FIND_IDEMPOTENCY_RECORD, (api_key_id, key, _iso(created_after))
+                sql.FIND_IDEMPOTENCY_RECORD, (api_key_id, key, iso(created_after))
             ).fetchone()
-        return None if row is None else _idempotency_record(row)
+        return None if row is None else idempotency_record(row)
 
     async def purge_idempotency_records(self, *, created_before: datetime) -> int:
         def purge(conn: sqlite3.Connection) -> int:
             with reachable:
-                return conn.execute(sql.PURGE_IDEMPOTENCY_RECORDS, (_iso(created_before),)).rowcount
+                return conn.execute(sql.PURGE_IDEMPOTENCY_RECORDS, (iso(created_before),)).rowcount
 
         return await self._writer.submit(purge)
 
@@ -252,27 +240,29 @@ class SQLiteStore:
         key_hash: str,
         created_at: datetime,
         expires_at: datetime | None,
+        scopes: tuple[str, ...],
+        rate_limit: str | None,
     ) -> ApiKey:
-        expires = _iso(expires_at) if expires_at else None
-        params = (name, prefix, key_hash, _iso(created_at), expires)
-        return _api_key((await self._write(sql.INSERT_API_KEY, params))[0])
+        expires = iso(expires_at) if expires_at else None
+        params = (name, prefix, key_hash, iso(created_at), expires, " ".join(scopes), rate_limit)
+        return sql.api_key((await self._write(sql.INSERT_API_KEY, params))[0], time=parse_time)
 
     async def list_api_keys(self) -> list[ApiKey]:
         with reachable:
             rows = self._reads.execute(sql.LIST_API_KEYS).fetchall()
-        return [_api_key(row) for row in rows]
+        return [sql.api_key(row, time=parse_time) for row in rows]
 
     async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        return bool(await self._write(sql.REVOKE_API_KEY, (_iso(at), key_id)))
+        return bool(await self._write(sql.REVOKE_API_KEY, (iso(at), key_id)))
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
         with reachable:
             rows = self._reads.execute(sql.FIND_API_KEYS, (prefix,)).fetchall()
-        return [ApiKeyRecord(row[0], row[1], _time(row[2]), _time(row[3])) for row in rows]
+        return [sql.api_key_record(row, time=parse_time) for row in rows]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
         with reachable:
-            (count,) = self._reads.execute(sql.COUNT_ACTIVE_API_KEYS, (_iso(now),)).fetchone()
+            (count,) = self._reads.execute(sql.COUNT_ACTIVE_API_KEYS, (iso(now),)).fetchone()
         return int(count)
 
     async def schema_revision(self) -> str | None:

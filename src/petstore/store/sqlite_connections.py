@@ -1,6 +1,6 @@
 """The SQLite store's two connections: how each is opened, what their errors mean
-(:data:`reachable`), and the thread that owns the write one, so that the event loop
-never waits on a lock or an fsync."""
+(:data:`reachable`), the thread that owns the write one, so that the event loop
+never waits on a lock or an fsync, and how values are stored as SQLite text."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from petstore import errors
+from petstore.store import IdempotencyRecord
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
@@ -131,3 +133,20 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
         future.set_result(result)
     else:
         future.set_exception(exc)
+
+
+def iso(value: datetime) -> str:
+    """A timestamp as stored: one fixed UTC spelling, so stored timestamps compare
+    correctly as text."""
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
+    """The record of a row of ``sql.IDEMPOTENCY_COLUMNS``."""
+    return IdempotencyRecord(
+        row[0], row[1], row[2], row[3], row[4].encode(), datetime.fromisoformat(row[5])
+    )
