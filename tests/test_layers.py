@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"petstore.auth", "petstore.pagination"},
     {"petstore.pets", "petstore.keys", "petstore.idempotency", "petstore.ratelimit"},
     {"petstore.store"},  # and every module of the store package
-    {"petstore.batch", "petstore.db", "petstore.metrics", "petstore.logs"},
+    {"petstore.batch", "petstore.db", "petstore.metrics", "petstore.logs", "petstore.tracing"},
     {"petstore.errors", "petstore.config", "petstore.accesslines"},
     {"petstore"},
     {"petstore.schemas"},

@@ -41,6 +41,7 @@ class AccessLine(msgspec.Struct, kw_only=True, omit_defaults=True):
     duration_ms: float
     api_key_id: int | None = None
     client: str | None = None
+    trace_id: str | None = None
 
 
 #: Attributes a request's log line may carry beyond the message (every record may
@@ -96,7 +97,7 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
 
     def access(self, fields: AccessFields) -> None:
         """Queue one access line: (epoch seconds, request id, method, route, path,
-        status, seconds taken, API key id, client)."""
+        status, seconds taken, API key id, client, trace id)."""
         self._access.append(fields)
         if len(self._access) >= ACCESS_BATCH:
             with self.lock:  # type: ignore[union-attr]
@@ -110,8 +111,10 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 #: An access line as queued: (epoch seconds, request id, method, route, path, status,
-#: seconds taken, API key id, client).
-AccessFields = tuple[float, str, str, str | None, str, int, float, int | None, str | None]
+#: seconds taken, API key id, client, trace id).
+AccessFields = tuple[
+    float, str, str, str | None, str, int, float, int | None, str | None, str | None
+]
 
 
 def access_lines(pending: deque[AccessFields]) -> list[AccessLine]:
@@ -123,7 +126,9 @@ def access_lines(pending: deque[AccessFields]) -> list[AccessLine]:
     """
     logger, lines = LOGGER, []
     while pending:
-        at, request_id, method, route, path, status, seconds, api_key_id, client = pending.popleft()
+        at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id = (
+            pending.popleft()
+        )
         ms = seconds * 1000
         lines.append(
             AccessLine(
@@ -138,6 +143,7 @@ def access_lines(pending: deque[AccessFields]) -> list[AccessLine]:
                 duration_ms=round(ms, 3),
                 api_key_id=api_key_id,
                 client=client,
+                trace_id=trace_id,
             )
         )
     return lines

@@ -20,10 +20,11 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import cast
 
 from prometheus_client import start_http_server
 
-from petstore import api, errors, logs, pagination, pets
+from petstore import api, errors, logs, pagination, pets, tracing
 from petstore.api import PetsApi
 from petstore.asgi import BodyReader, Exchange
 from petstore.auth import KeyVerifier
@@ -51,6 +52,10 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Service:
     (``petstore db upgrade``); the lifespan connects to it.
     """
     store = create_store(settings.database_url, pool_size=settings.database_pool_size)
+    traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
+    if traces is not None:
+        system = "sqlite" if settings.sqlite_path is not None else "postgresql"
+        store = cast(Store, tracing.TracedStore(store, traces.tracer, system=system))
     rate_limiter = (
         RateLimiter(settings.rate_limit, redis_url=settings.redis_url)
         if settings.rate_limit_enabled
@@ -116,12 +121,15 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Service:
             if rate_limiter is not None:
                 await rate_limiter.close()
             await store.close()
+            if traces is not None:
+                traces.shutdown()
 
     return Service(
         routes,
         lifespan=lifespan,
         metrics=metrics,
         trust_forwarded=settings.trust_forwarded_headers,
+        tracer=None if traces is None else traces.tracer,
     )
 
 

@@ -17,10 +17,14 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
 
-from petstore import errors, logs
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+from petstore import errors, logs, tracing
 from petstore.asgi import Exchange
 from petstore.metrics import Metrics
 from petstore.routes import Route, Router
@@ -41,7 +45,8 @@ class Service:
     """Serves ``routes``; ``lifespan()`` is entered at startup and left at shutdown
     (the ASGI lifespan protocol). ``metrics`` counts every request; with
     ``trust_forwarded`` the client address and scheme come from the load balancer's
-    ``X-Forwarded-For`` and ``X-Forwarded-Proto``."""
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
+    request is a server span, the child of the caller's ``traceparent``."""
 
     def __init__(
         self,
@@ -50,8 +55,10 @@ class Service:
         lifespan: Callable[[], AbstractAsyncContextManager[None]],
         metrics: Metrics,
         trust_forwarded: bool = False,
+        tracer: Tracer | None = None,
     ) -> None:
         self.router = Router(routes)
+        self.tracer = tracer
         self.lifespan = lifespan
         self.metrics = metrics
         self.trust_forwarded = trust_forwarded
@@ -61,11 +68,13 @@ class Service:
             if scope["type"] == "lifespan":
                 await self._run_lifespan(receive, send)
             return
-        raw_request_id = None
+        raw_request_id = traceparent = None
         for name, value in scope["headers"]:
             if name == b"x-request-id":
                 if _SANE_REQUEST_ID.fullmatch(value):
                     raw_request_id = value
+            elif name == b"traceparent":
+                traceparent = value
             elif self.trust_forwarded:
                 if name == b"x-forwarded-proto" and value in (b"http", b"https"):
                     scope["scheme"] = value.decode()
@@ -80,11 +89,35 @@ class Service:
             scope, receive, send, request_id, [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)]
         )
         method = scope["method"]
+        if self.tracer is None:
+            template, label = await self._answer(exchange, method)
+            trace_id = None if traceparent is None else tracing.trace_id_of(traceparent)
+        else:
+            template, label, trace_id = await self._answer_traced(exchange, method, self.tracer)
+        seconds = time.perf_counter() - started
+        status = exchange.status
+        self.metrics.record(label, status, seconds)
+        client = scope.get("client")
+        logs.access(
+            request_id=request_id,
+            method=method,
+            route=template,
+            path=scope["path"],
+            status=status,
+            seconds=seconds,
+            api_key_id=exchange.api_key_id,
+            client=f"{client[0]}:{client[1]}" if client else None,
+            trace_id=trace_id,
+        )
+
+    async def _answer(self, exchange: Exchange, method: str) -> tuple[str | None, str]:
+        """Route ``exchange`` and run its handler; answer whatever error it raised.
+        Returns the route template (None for an unknown path) and the metrics label."""
         template, label = None, "unmatched"
         try:
-            matched = self.router.match(scope["path"])
+            matched = self.router.match(exchange.scope["path"])
             if matched is None:
-                raise errors.NotFound(self._no_such_path(scope["path"]))
+                raise errors.NotFound(self._no_such_path(exchange.scope["path"]))
             route, exchange.path_param = matched
             template = label = route.template
             answer = route.methods.get(method)
@@ -99,23 +132,36 @@ class Service:
             if exchange.status == 0:
                 await exchange.fail(exc)
         except Exception:
-            errors.log.exception("unhandled error", extra={"request_id": request_id})
+            errors.log.exception("unhandled error", extra={"request_id": exchange.request_id})
             if exchange.status == 0:
                 await exchange.fail(errors.internal_error())
-        seconds = time.perf_counter() - started
-        status = exchange.status
-        self.metrics.record(label, status, seconds)
-        client = scope.get("client")
-        logs.access(
-            request_id=request_id,
+        return template, label
+
+    async def _answer_traced(
+        self, exchange: Exchange, method: str, tracer: Tracer
+    ) -> tuple[str | None, str, str]:
+        """:meth:`_answer` inside the request's server span (D23, HTTP semantic
+        conventions); also returns the span's trace id."""
+        scope = exchange.scope
+        with tracing.server_span(
+            tracer,
             method=method,
-            route=template,
+            scheme=scope["scheme"],
             path=scope["path"],
-            status=status,
-            seconds=seconds,
-            api_key_id=exchange.api_key_id,
-            client=f"{client[0]}:{client[1]}" if client else None,
-        )
+            headers=scope["headers"],
+        ) as span:
+            template, label = await self._answer(exchange, method)
+            if template is not None:
+                span.update_name(f"{method} {template}")
+                span.set_attribute("http.route", template)
+            span.set_attribute("http.response.status_code", exchange.status)
+            if scope.get("client"):
+                span.set_attribute("client.address", scope["client"][0])
+            if exchange.status >= 500:
+                from opentelemetry.trace import Status, StatusCode
+
+                span.set_status(Status(StatusCode.ERROR))
+            return template, label, format(span.get_span_context().trace_id, "032x")
 
     def _no_such_path(self, path: str) -> str:
         """The 404 message for ``path``; one with a trailing slash names the path

@@ -1,0 +1,144 @@
+"""W3C Trace Context and OpenTelemetry traces (D23).
+
+A request's ``traceparent`` (W3C Trace Context) names its trace: its trace id is in
+the request's log line whatever else is configured (:func:`trace_id_of`, a string
+slice, no library). Spans are exported only when the standard
+``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (and
+``OTEL_SDK_DISABLED`` is not ``true``): then :func:`tracing_from_environment` builds
+the OpenTelemetry SDK's tracer with its OTLP/HTTP exporter, configured by the other
+``OTEL_*`` variables as the SDK reads them, and :class:`TracedStore` wraps the store
+so each database call of a request is a child span of the request's server span.
+Unset, nothing of OpenTelemetry is imported and a request does no tracing work.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+_TRACEPARENT = re.compile(rb"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+_NO_TRACE = b"0" * 32
+
+
+def trace_id_of(traceparent: bytes | None) -> str | None:
+    """The trace id of a W3C ``traceparent`` header value (32 lower-case hex digits),
+    or None when it is absent or malformed (then it is ignored, as the spec says)."""
+    if traceparent is None:
+        return None
+    match = _TRACEPARENT.fullmatch(traceparent.strip())
+    if match is None or match.group(1) == _NO_TRACE:
+        return None
+    return match.group(1).decode()
+
+
+def exporting() -> bool:
+    """Whether the ``OTEL_*`` environment asks for spans to be exported."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """The tracer requests and database calls start their spans with, and
+    ``shutdown``, which exports what is still queued and stops the exporter."""
+
+    tracer: Tracer
+    shutdown: Callable[[], None]
+
+
+def tracing_from_environment() -> Tracing | None:
+    """Spans exported over OTLP/HTTP, as the ``OTEL_*`` variables configure them
+    (``OTEL_SERVICE_NAME`` defaults to ``petstore``), or None when :func:`exporting`
+    is false. Spans are sent in batches by a background thread (the SDK's
+    BatchSpanProcessor), never on the request path."""
+    if not exporting():
+        return None
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    name = os.environ.get("OTEL_SERVICE_NAME") or "petstore"
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return Tracing(provider.get_tracer("petstore"), provider.shutdown)
+
+
+#: The database operation and table of each Store method, for its span's name and
+#: attributes (OpenTelemetry database semantic conventions).
+_STORE_CALLS: dict[str, tuple[str, str]] = {
+    "create_pet": ("INSERT", "pets"),
+    "get_pet": ("SELECT", "pets"),
+    "list_pets": ("SELECT", "pets"),
+    "find_idempotency_record": ("SELECT", "idempotency_records"),
+    "purge_idempotency_records": ("DELETE", "idempotency_records"),
+    "find_api_keys": ("SELECT", "api_keys"),
+    "schema_revision": ("SELECT", "alembic_version"),
+}
+
+
+class TracedStore:
+    """``store`` with a child span around each database call of a request (D23): named
+    ``<operation> <table>``, with ``db.system.name`` (``sqlite`` or ``postgresql``),
+    ``db.operation.name`` and ``db.collection.name``. A call that the store batches
+    with others (group commit, a turn's reads) is one span per caller, covering the
+    wait for its batch. Every other attribute is the store's own."""
+
+    def __init__(self, store: Any, tracer: Tracer, *, system: str) -> None:
+        self._store = store
+        self._tracer = tracer
+        self._system = system
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        call = _STORE_CALLS.get(name)
+        if call is None:
+            return attribute
+        return self._traced(attribute, *call)
+
+    def _traced(self, method: Callable[..., Any], operation: str, table: str) -> Callable[..., Any]:
+        from opentelemetry.trace import SpanKind
+
+        async def traced(*args: Any, **kwargs: Any) -> Any:
+            with self._tracer.start_as_current_span(
+                f"{operation} {table}",
+                kind=SpanKind.CLIENT,
+                attributes={
+                    "db.system.name": self._system,
+                    "db.operation.name": operation,
+                    "db.collection.name": table,
+                },
+            ):
+                return await method(*args, **kwargs)
+
+        return traced
+
+
+def server_span(tracer: Tracer, *, method: str, scheme: str, path: str, headers: list[Any]) -> Any:
+    """A started server span (the context manager of ``start_as_current_span``) for a
+    request, the child of the caller's span when its ``traceparent`` names one
+    (W3C Trace Context, the SDK's propagator reads ``headers``, the ASGI list)."""
+    from opentelemetry.trace import SpanKind
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier = {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in headers
+        if name in (b"traceparent", b"tracestate")
+    }
+    return tracer.start_as_current_span(
+        method,
+        context=TraceContextTextMapPropagator().extract(carrier),
+        kind=SpanKind.SERVER,
+        attributes={"http.request.method": method, "url.scheme": scheme, "url.path": path},
+    )

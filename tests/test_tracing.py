@@ -1,0 +1,157 @@
+"""W3C Trace Context and OpenTelemetry traces (D23): the trace id in the log line,
+and spans exported over OTLP/HTTP to a real receiver started here."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from starlette.testclient import TestClient
+
+from tests.conftest import LiveServer
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+TRACE_ID, PARENT_SPAN_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+def access_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "petstore.access"]
+
+
+def test_the_log_line_carries_the_trace_id_of_the_traceparent(
+    client: TestClient, auth: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without any exporter configured, the caller's trace id is still logged."""
+    with caplog.at_level(logging.INFO, logger="petstore.access"):
+        client.get("/v1/pets", headers={**auth, "traceparent": TRACEPARENT})
+        client.get("/v1/pets", headers=auth)
+    traced, plain = access_records(caplog)[-2:]
+    assert traced.trace_id == TRACE_ID  # type: ignore[attr-defined]
+    assert getattr(plain, "trace_id", None) is None
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",  # no flags
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # the invalid all-zero id
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  # upper case
+        "garbage",
+    ],
+)
+def test_a_malformed_traceparent_is_ignored(
+    client: TestClient, auth: dict[str, str], caplog: pytest.LogCaptureFixture, traceparent: str
+) -> None:
+    with caplog.at_level(logging.INFO, logger="petstore.access"):
+        response = client.get("/v1/pets", headers={**auth, "traceparent": traceparent})
+    assert response.status_code == 200
+    assert getattr(access_records(caplog)[-1], "trace_id", None) is None
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver on a free loopback port: the export requests it
+    was sent, decoded from protobuf."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        received = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                received.append(request)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spans(self) -> list[Any]:
+        return [
+            span
+            for request in self.requests
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+def attributes(span: Any) -> dict[str, Any]:
+    def value(v: Any) -> Any:
+        return getattr(v, v.WhichOneof("value"))
+
+    return {a.key: value(a.value) for a in span.attributes}
+
+
+@pytest.mark.slow
+def test_spans_are_exported_as_children_of_the_callers_span(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    server = LiveServer(
+        tmp_path,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"},
+    )
+    server.start()
+    try:
+        auth = {"Authorization": f"Bearer {server.dev_key}", "traceparent": TRACEPARENT}
+        created = httpx2.post(
+            f"{server.url}/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth
+        )
+        listed = httpx2.get(f"{server.url}/v1/pets", headers=auth)
+        assert (created.status_code, listed.status_code) == (201, 200)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(receiver.spans()) < 4:
+            time.sleep(0.1)
+        time.sleep(1)  # the access lines are flushed every half second
+    finally:
+        server.stop()
+    spans = receiver.spans()
+    servers = [s for s in spans if s.parent_span_id.hex() == PARENT_SPAN_ID]
+    assert sorted(s.name for s in servers) == ["GET /v1/pets", "POST /v1/pets"]
+    for span in servers:
+        assert span.trace_id.hex() == TRACE_ID
+        assert attributes(span) == {
+            **attributes(span),
+            "http.route": "/v1/pets",
+            "url.scheme": "http",
+            "url.path": "/v1/pets",
+        }
+    assert {
+        (attributes(s)["http.request.method"], attributes(s)["http.response.status_code"])
+        for s in servers
+    } == {
+        ("POST", 201),
+        ("GET", 200),
+    }
+    post = next(s for s in servers if s.name == "POST /v1/pets")
+    children = [s for s in spans if s.parent_span_id == post.span_id]
+    assert {s.name for s in children} >= {"INSERT pets", "SELECT api_keys"}
+    for child in children:
+        assert child.trace_id.hex() == TRACE_ID
+        assert attributes(child)["db.system.name"] == "sqlite"
+        assert attributes(child)["db.operation.name"] in ("INSERT", "SELECT")
+    assert f"trace_id={TRACE_ID}" in server.output(), server.output()[-3000:]
