@@ -60,6 +60,7 @@ class PetsApi:
         # draft-ietf-httpapi-ratelimit-headers: the RateLimit-Policy field of a key's
         # own limit (None: the service's), built once per limit.
         self._policies: dict[str | None, Header] = {}
+        self._default_policy = None if rate_limiter is None else self._policy(None)
         self._deprecation: list[Header] = [
             (b"deprecation", f"@{int(deprecation_date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
@@ -125,10 +126,10 @@ class PetsApi:
         budget is for what it may do. The body is read only after this.
         """
         limiter = self.rate_limiter
-        if limiter is None:
+        if self._default_policy is None:
             caller = await self.verifier.verify(exchange.header(b"authorization"))
         else:
-            exchange.headers.append(self._policy(None))
+            exchange.headers.append(self._default_policy)
             caller = await self.verifier.verify(exchange.header(b"authorization"))
             if caller.rate_limit is not None:
                 exchange.headers[-1] = self._policy(caller.rate_limit)

@@ -115,9 +115,10 @@ class Service:
         Returns the route template (None for an unknown path) and the metrics label."""
         template, label = None, "unmatched"
         try:
-            matched = self.router.match(exchange.scope["path"])
+            path = exchange.scope["path"]
+            matched = self.router.match(path)
             if matched is None:
-                raise errors.NotFound(self._no_such_path(exchange.scope["path"]))
+                raise errors.NotFound(self._no_such_path(path))
             route, exchange.path_param = matched
             template = label = route.template
             answer = route.methods.get(method)
