@@ -152,6 +152,9 @@ class Service:
             headers=scope["headers"],
         ) as span:
             template, label = await self._answer(exchange, method)
+            trace_id = format(span.get_span_context().trace_id, "032x")
+            if not span.is_recording():  # not sampled (OTEL_TRACES_SAMPLER)
+                return template, label, trace_id
             if template is not None:
                 span.update_name(f"{method} {template}")
                 span.set_attribute("http.route", template)
@@ -162,7 +165,7 @@ class Service:
                 from opentelemetry.trace import Status, StatusCode
 
                 span.set_status(Status(StatusCode.ERROR))
-            return template, label, format(span.get_span_context().trace_id, "032x")
+            return template, label, trace_id
 
     def _no_such_path(self, path: str) -> str:
         """The 404 message for ``path``; one with a trailing slash names the path

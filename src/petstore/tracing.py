@@ -107,9 +107,11 @@ class TracedStore:
         return self._traced(attribute, *call)
 
     def _traced(self, method: Callable[..., Any], operation: str, table: str) -> Callable[..., Any]:
-        from opentelemetry.trace import SpanKind
+        from opentelemetry.trace import SpanKind, get_current_span
 
         async def traced(*args: Any, **kwargs: Any) -> Any:
+            if not get_current_span().is_recording():  # a request not sampled
+                return await method(*args, **kwargs)
             with self._tracer.start_as_current_span(
                 f"{operation} {table}",
                 kind=SpanKind.CLIENT,
