@@ -4,6 +4,9 @@ and spans exported over OTLP/HTTP to a real receiver started here."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -155,3 +158,20 @@ def test_spans_are_exported_as_children_of_the_callers_span(
         assert attributes(child)["db.system.name"] == "sqlite"
         assert attributes(child)["db.operation.name"] in ("INSERT", "SELECT")
     assert f"trace_id={TRACE_ID}" in server.output(), server.output()[-3000:]
+
+
+def test_without_an_exporter_nothing_of_opentelemetry_is_loaded(tmp_path: Path) -> None:
+    """D23: unset, the SDK's tracing and exporter are never loaded, so no request does
+    tracing work. (redis-py loads the OpenTelemetry API for its own optional
+    instrumentation; the SDK's trace provider and the OTLP exporter are ours.)"""
+    ours = ("opentelemetry.sdk.trace", "opentelemetry.exporter")
+    probe = (
+        "import sys; from petstore.app import create_app; from petstore.config import Settings; "
+        f"create_app(Settings(database_url='sqlite:///{tmp_path}/p.db')); "
+        f"print(any(name.startswith({ours!r}) for name in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
