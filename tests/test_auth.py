@@ -392,8 +392,10 @@ def test_openapi_document_declares_bearer_on_every_operation(client: TestClient)
         if method in {"get", "post", "put", "patch", "delete"}
     ]
     assert {op["operationId"] for op in operations} == {"listPets", "createPet", "getPet"}
+    scopes = {"listPets": ["pets:read"], "createPet": ["pets:write"], "getPet": ["pets:read"]}
     for operation in operations:
-        assert operation.get("security", document.get("security")) == [{"bearerAuth": []}]
+        security = operation.get("security", document.get("security"))
+        assert security == [{"bearerAuth": scopes[operation["operationId"]]}]  # D21
         assert "401" in operation["responses"]
 
 

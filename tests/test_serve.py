@@ -124,7 +124,7 @@ def _run_schemathesis(
         str(Path(sys.executable).with_name("schemathesis")),
         "run",
         f"{live_server.url}/v1/openapi.json",
-        *("--max-examples", "300", "--max-time", "100", "--workers", "2"),
+        *("--max-examples", "300", "--max-time", "85", "--workers", "2"),
         *("--suppress-health-check", "too_slow", "--report-dir", str(tmp_path)),
     ]
     lines = []
