@@ -213,3 +213,20 @@ def test_metrics_can_move_to_their_own_port(database_url: str) -> None:
 def test_a_metrics_port_needs_one_worker() -> None:
     with pytest.raises(SettingsError, match="PETSTORE_METRICS_PORT"):
         load_settings(metrics_port=9100, workers=2)
+
+
+@pytest.mark.slow
+def test_the_last_requests_access_lines_survive_a_shutdown(tmp_path: Path) -> None:
+    """Access lines are buffered for up to half a second; stopping the server right
+    after a request must not lose its line (the lifespan flushes the logs)."""
+    server = LiveServer(tmp_path, env={"PETSTORE_LOG_FORMAT": "json"})
+    server.start()
+    try:
+        response = httpx2.get(
+            f"{server.url}/v1/pets",
+            headers={"Authorization": f"Bearer {server.dev_key}", "X-Request-ID": "last-one"},
+        )
+        assert response.status_code == 200
+    finally:
+        server.stop()
+    assert '"request_id":"last-one"' in server.output()

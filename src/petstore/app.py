@@ -123,6 +123,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Service:
             await store.close()
             if traces is not None:
                 traces.shutdown()
+            logs.flush()
 
     return Service(
         routes,

@@ -145,6 +145,13 @@ def _access_record(fields: AccessFields) -> None:
     access_log.info(line.message, extra={field: getattr(line, field) for field in REQUEST_FIELDS})
 
 
+def flush() -> None:
+    """Write out every log line still buffered (at shutdown: the access lines of the
+    last half second would otherwise be lost with the worker)."""
+    for handler in logging.getLogger("petstore").handlers:
+        handler.flush()
+
+
 def configure(*, level: str, json: bool) -> None:
     """Send the ``petstore`` loggers to stderr at ``level`` (a logging level name),
     as JSON lines (:class:`JsonFormatter`) or text (:class:`TextFormatter`); replaces
