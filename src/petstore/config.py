@@ -59,6 +59,22 @@ def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
+def check_rate_limit(notation: str) -> str:
+    """``notation`` when it is a rate limit in the ``limits`` library's notation
+    (``600/minute``, ``10/second``) allowing at least one request, as
+    ``PETSTORE_RATE_LIMIT`` and a key's own limit (D22) take it; raises ValueError
+    otherwise."""
+    from limits import parse
+
+    try:
+        item = parse(notation)
+    except ValueError:
+        raise ValueError("a rate limit looks like 600/minute or 10/second") from None
+    if item.amount < 1:
+        raise ValueError("a rate limit allows at least 1 request")
+    return notation
+
+
 class SettingsError(ValueError):
     """Raised by :func:`load_settings` when the environment holds an invalid setting."""
 
@@ -151,13 +167,7 @@ class Settings(BaseSettings):
     @field_validator("rate_limit")
     @classmethod
     def _rate_limit_notation(cls, value: str) -> str:
-        from limits import parse
-
-        try:
-            parse(value)
-        except ValueError:
-            raise ValueError("must look like 600/minute or 10/second") from None
-        return value
+        return check_rate_limit(value)
 
     @field_validator("redis_url")
     @classmethod

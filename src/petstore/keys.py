@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Collection
 from datetime import UTC, datetime
 
+from petstore import config
 from petstore.store import ApiKey, Store
 
 KEY_TYPE_PREFIX = "petstore_"
@@ -68,7 +69,7 @@ async def create(
     if unknown or not scopes:
         raise ValueError(f"scopes are one or more of {', '.join(SCOPES)}")
     if rate_limit is not None:
-        rate_limit = check_rate_limit(rate_limit)
+        rate_limit = config.check_rate_limit(rate_limit)
     if expires_at is not None:
         if expires_at.tzinfo is None:
             raise ValueError("the expiry needs a time zone, e.g. 2027-01-01T00:00:00Z")
@@ -88,21 +89,6 @@ async def create(
         rate_limit=rate_limit,
     )
     return record, key
-
-
-def check_rate_limit(notation: str) -> str:
-    """``notation`` when it is a rate limit as ``PETSTORE_RATE_LIMIT`` takes it (the
-    ``limits`` library's: ``600/minute``, ``10/second``, at least 1); raises
-    ValueError otherwise."""
-    from limits import parse
-
-    try:
-        item = parse(notation)
-    except ValueError:
-        raise ValueError("a rate limit looks like 600/minute or 10/second") from None
-    if item.amount < 1:
-        raise ValueError("a rate limit allows at least 1 request")
-    return notation
 
 
 async def ensure_dev_key(store: Store, *, now: datetime) -> str | None:
