@@ -20,8 +20,8 @@ serve: $(STAMP)
 test: lint typecheck lint-openapi unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests deploy
+	$(BIN)/ruff format --check src tests deploy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

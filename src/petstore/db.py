@@ -32,7 +32,10 @@ class UnreachableDatabaseError(RuntimeError):
 
 
 def sqlalchemy_url(url: str) -> str:
-    """The URL Alembic connects with for the service's ``url``.
+    """The URL Alembic's engine is made for, for the service's ``url``. For
+    PostgreSQL only the dialect: the connections are opened by psycopg with ``url``
+    itself (migrations/env.py), so every libpq URL works, a multi-host one with
+    ``target_session_attrs=read-write`` too, which SQLAlchemy's URL parser refuses.
 
     Raises UnsupportedDatabaseError for a scheme no store implements.
     """
@@ -40,7 +43,7 @@ def sqlalchemy_url(url: str) -> str:
     if path is not None:
         return f"sqlite:///{path}"
     if is_postgres(url):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
+        return "postgresql+psycopg://"
     raise UnsupportedDatabaseError(f"unsupported database URL scheme: {url.split(':', 1)[0]!r}")
 
 
@@ -50,6 +53,8 @@ def _alembic_config(url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    if is_postgres(url):
+        config.set_main_option("petstore.libpq_url", url.replace("%", "%%"))
     return config
 
 

@@ -1,0 +1,313 @@
+"""The whole deployment on this machine's loopback: HAProxy in front of N
+``petstore serve`` instances, PostgreSQL with automatic failover (:mod:`deploy.failover`)
+and Redis for the shared rate-limit budget, from the files in deploy/.
+
+    python -m deploy.cluster up [--instances 3] [--environment production] [--port 8080]
+    python -m deploy.cluster down
+
+``up`` leaves everything running and its state in ``.cluster/`` (``make cluster``);
+``down`` stops every process it started and checks that none is left and that every
+port is free (``make cluster-down``). :class:`Cluster` is also what :mod:`deploy.chaos`
+breaks: it starts, stops and kills each part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+from deploy.failover import PostgresPair
+from deploy.processes import (
+    Daemon,
+    ServerUnavailableError,
+    free_port,
+    kill_group,
+    listening,
+    program,
+    wait_for,
+)
+
+HERE = Path(__file__).resolve().parent
+STATE_DIR = HERE.parent / ".cluster"
+_STATE = "state.json"
+
+
+class Cluster:
+    """The topology under ``root``, ``instances`` instances with the settings of
+    ``deploy/<environment>/``, HAProxy on 127.0.0.1:``port`` (a free port when None).
+    ``overrides`` are instance settings that win over the environment file."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        instances: int = 3,
+        environment: str = "production",
+        port: int | None = None,
+        overrides: dict[str, str] | None = None,
+    ) -> None:
+        self.root, self.environment = root, environment
+        self.lb_port = port or free_port()
+        self.instance_ports = [free_port() for _ in range(instances)]
+        self.redis_port = free_port()
+        self.postgres = PostgresPair(
+            root, monitor_port=free_port(), node_ports=(free_port(), free_port())
+        )
+        self.overrides = overrides or {}
+        self.instances: list[Daemon | None] = [None] * instances
+        self.redis: Daemon | None = None
+        self.haproxy: Daemon | None = None
+
+    @property
+    def url(self) -> str:
+        """The service's base URL, through HAProxy."""
+        return f"http://127.0.0.1:{self.lb_port}/v1"
+
+    def up(self) -> str:
+        """Start everything, migrate, create an API key; returns the key once every
+        instance is in HAProxy's rotation. Raises ServerUnavailableError (after
+        stopping what started) when a part does not come up."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)  # the postgres user keeps its nodes under it
+        try:
+            self.start_redis()
+            self.postgres.create()
+            self._write_secrets()
+            self._petstore("db", "upgrade")
+            key = self._petstore(
+                "keys", "create", "--name", "load", "--rate-limit", "100000/second"
+            )
+            for index in range(len(self.instances)):
+                self.start_instance(index)
+            self._start_haproxy()
+            self.wait_in_rotation(range(len(self.instances)))
+        except BaseException:
+            self.down()
+            raise
+        self.save()
+        return key.splitlines()[-1]
+
+    def _write_secrets(self) -> None:
+        folder = self.root / "secrets"
+        folder.mkdir(mode=0o700)
+        for name, value in (
+            ("petstore_cursor_secret", secrets.token_urlsafe(32)),
+            ("petstore_database_url", self.postgres.url),
+            ("petstore_redis_url", f"redis://127.0.0.1:{self.redis_port}/0"),
+        ):
+            (folder / name).write_text(value + "\n")
+            (folder / name).chmod(0o600)
+
+    def instance_env(self) -> dict[str, str]:
+        """An instance's environment: ours without PETSTORE_*, the deployment's file,
+        then the loopback's differences (address, secrets folder, one worker)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
+        values = dotenv_values(HERE / self.environment / "petstore.env")
+        env.update({k: v for k, v in values.items() if v is not None})
+        env.update(
+            PETSTORE_HOST="127.0.0.1",
+            PETSTORE_WORKERS="1",
+            PETSTORE_SECRETS_DIR=str(self.root / "secrets"),
+        )
+        env.update(self.overrides)
+        return env
+
+    def _petstore(self, *args: str) -> str:
+        result = subprocess.run(  # noqa: S603 - our own argv
+            [sys.executable, "-m", "petstore", *args],
+            env=self.instance_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ServerUnavailableError(f"petstore {' '.join(args)}: {result.stderr}")
+        return result.stdout.strip()
+
+    def start_redis(self) -> None:
+        """Start Redis on its port, keeping nothing on disk (the budget is a minute's)."""
+        self.redis = Daemon(
+            [program("redis-server", package="redis-server"), "--bind", "127.0.0.1",
+             "--port", str(self.redis_port), "--save", "", "--appendonly", "no"],
+            log=self.root / "redis.log",
+        )  # fmt: skip
+        wait_for(lambda: listening(self.redis_port), what="Redis")
+
+    def stop_redis(self) -> None:
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
+
+    def start_instance(self, index: int) -> None:
+        """Start instance ``index`` (``petstore serve`` on its port); returns once it
+        answers ``/readyz``."""
+        port = self.instance_ports[index]
+        env = {**self.instance_env(), "PETSTORE_PORT": str(port)}
+        daemon = Daemon(
+            [sys.executable, "-m", "petstore", "serve"],
+            log=self.root / f"instance{index + 1}.log",
+            env=env,
+        )
+        self.instances[index] = daemon
+        wait_for(lambda: _ready(port) or not daemon.alive(), what=f"instance {index + 1}")
+        if not daemon.alive():
+            raise ServerUnavailableError(f"instance {index + 1} exited; see its log")
+
+    def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> float:
+        """Send ``signum`` to instance ``index`` (SIGKILL: the whole process group) and
+        wait for it to end; returns the seconds it took."""
+        daemon = self.instances[index]
+        started = time.monotonic()
+        if daemon is not None:
+            if signum == signal.SIGKILL:
+                daemon.kill()
+            else:
+                daemon.signal(signum)
+                daemon.stop(grace=60)
+        self.instances[index] = None
+        return time.monotonic() - started
+
+    def _start_haproxy(self) -> None:
+        config = self.root / "haproxy.cfg"
+        servers = "".join(
+            f"    server i{i + 1} 127.0.0.1:{port}\n" for i, port in enumerate(self.instance_ports)
+        )
+        config.write_text((HERE / "haproxy.cfg").read_text() + servers)
+        values = dotenv_values(HERE / self.environment / "haproxy.env")
+        env = {**os.environ, **{k: v for k, v in values.items() if v is not None}}
+        env.update(
+            PETSTORE_LB_BIND=f"127.0.0.1:{self.lb_port}",
+            PETSTORE_LB_STATS_SOCKET=str(self.root / "haproxy.sock"),
+            PETSTORE_LB_MAXCONN="2000",  # within this machine's open-files limit
+        )
+        haproxy = program("haproxy", package="haproxy")
+        self.haproxy = Daemon(
+            [haproxy, "-W", "-db", "-f", str(config)], log=self.root / "haproxy.log", env=env
+        )
+        wait_for(lambda: listening(self.lb_port), what="HAProxy")
+
+    def lb_states(self) -> dict[str, str]:
+        """Each instance's state in HAProxy's backend (``UP``, ``DOWN``, ...), read
+        from its runtime API."""
+        with socket.socket(socket.AF_UNIX) as api:
+            api.connect(str(self.root / "haproxy.sock"))
+            api.sendall(b"show stat\n")
+            data = b"".join(iter(lambda: api.recv(65536), b""))
+        rows = csv.DictReader(data.decode().removeprefix("# ").splitlines())
+        return {row["svname"]: row["status"] for row in rows if row["svname"].startswith("i")}
+
+    def wait_in_rotation(self, indexes: range | list[int], *, seconds: float = 30) -> None:
+        """Wait until HAProxy has each of ``indexes`` UP."""
+        names = [f"i{i + 1}" for i in indexes]
+        wait_for(
+            lambda: all(self.lb_states().get(name) == "UP" for name in names),
+            what="instances in HAProxy's rotation",
+            seconds=seconds,
+        )
+
+    def daemons(self) -> list[Daemon]:
+        """Everything running now."""
+        parts = [self.haproxy, *self.instances, self.redis]
+        return [d for d in parts if d is not None] + self.postgres.daemons()
+
+    def ports(self) -> list[int]:
+        return [
+            self.lb_port, self.redis_port, *self.instance_ports,
+            self.postgres.monitor_port, *self.postgres.node_ports,
+        ]  # fmt: skip
+
+    def save(self) -> None:
+        """Record what runs, for ``down`` from another process."""
+        state = {"groups": [d.pid for d in self.daemons()], "ports": self.ports()}
+        (self.root / _STATE).write_text(json.dumps(state))
+
+    def down(self) -> None:
+        """Stop everything (HAProxy and the instances first, the database last)."""
+        for daemon in self.daemons():
+            daemon.stop(grace=10)
+        self.instances = [None] * len(self.instances)
+        self.haproxy = self.redis = self.postgres.monitor = None
+        self.postgres.nodes = [None, None]
+
+
+def _ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
+            connection.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return connection.recv(12).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def down(root: Path) -> list[str]:
+    """Stop what a ``python -m deploy.cluster up`` started under ``root`` and delete
+    it; returns what is still alive or listening afterwards (nothing, normally)."""
+    state = json.loads((root / _STATE).read_text())
+    for pgid in state["groups"]:
+        kill_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_group_alive(g) for g in state["groups"]):
+        time.sleep(0.1)
+    for pgid in state["groups"]:
+        kill_group(pgid, signal.SIGKILL)
+    time.sleep(0.2)
+    shutil.rmtree(root, ignore_errors=True)
+    left = [f"process group {g}" for g in state["groups"] if _group_alive(g)]
+    return left + [f"port {p}" for p in state["ports"] if listening(p)]
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``up`` or ``down``; exit 0 on success, 1 when something failed or was left."""
+    parser = argparse.ArgumentParser(prog="python -m deploy.cluster", description=__doc__)
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--instances", type=int, default=3)
+    parser.add_argument("--environment", choices=["production", "staging"], default="production")
+    parser.add_argument("--port", type=int, default=8080, help="HAProxy's port on 127.0.0.1")
+    args = parser.parse_args(argv)
+    if args.command == "down":
+        if not (STATE_DIR / _STATE).exists():
+            print("No cluster is running (no .cluster/state.json).")
+            return 0
+        left = down(STATE_DIR)
+        print("Cluster stopped; no process or port left." if not left else f"Left: {left}")
+        return 1 if left else 0
+    if (STATE_DIR / _STATE).exists():
+        print("A cluster is already running: make cluster-down first.", file=sys.stderr)
+        return 1
+    cluster = Cluster(
+        STATE_DIR, instances=args.instances, environment=args.environment, port=args.port
+    )
+    key = cluster.up()
+    print(
+        f"Petstore ({args.environment}) at {cluster.url}: HAProxy in front of "
+        f"{args.instances} instances, PostgreSQL primary + synchronous secondary "
+        f"(pg_auto_failover), Redis. Logs in {STATE_DIR}/."
+    )
+    print(f"API key (shown once): {key}")
+    print(f'  curl -H "Authorization: Bearer {key}" {cluster.url}/pets')
+    print("Stop everything with: make cluster-down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
