@@ -1,0 +1,480 @@
+"""The restore drill of docs/operations.md section 7, run as written, on both stores.
+
+A real ``petstore serve`` takes animals (some under an Idempotency-Key) and API keys;
+the documented backup command runs while a client keeps creating; more animals and a
+revocation follow; then the documented restore, and what a client of the restored
+service sees: every animal acknowledged before the backup, the original answer to a
+replayed Idempotency-Key (D16), keys as they were at backup time until the runbook
+revokes them again, and an id counter that never reissues an id (D5) once step 5
+moves it, and does reissue one when that step is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+from psycopg.conninfo import conninfo_to_dict
+
+from petstore import db
+from petstore.cli import main
+from tests.conftest import LiveServer, postgres_admin_url, run_sql
+from tests.servers import _postgres_bin
+
+#: Where step 5 of the restore moves the id counter (section 7's statements, both stores).
+COUNTER_PAST = 100000
+#: The server's settings for the drill: a revocation is seen at once (D13's cache
+#: would make the test wait 2 s), and the writer is not rate limited (D15).
+SERVER_ENV = {"PETSTORE_KEY_CACHE_SECONDS": "0", "PETSTORE_RATE_LIMIT_ENABLED": "false"}
+
+
+def petstore(database_url: str, *args: str) -> Result:
+    """``PETSTORE_DATABASE_URL=database_url petstore args...``, which must succeed."""
+    result = CliRunner().invoke(main, list(args), env={"PETSTORE_DATABASE_URL": database_url})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@dataclass
+class Key:
+    id: int
+    key: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+def create_key(database_url: str, name: str) -> Key:
+    """``petstore keys create --name name``: the key is stdout's last line (section 5)."""
+    result = petstore(database_url, "keys", "create", "--name", name)
+    key_id = int(result.stderr.split("Created API key ", 1)[1].split(" ", 1)[0])
+    return Key(key_id, result.stdout.splitlines()[-1])
+
+
+def keys_list(database_url: str) -> dict[str, dict[str, Any]]:
+    """``petstore keys list --json``, by key name."""
+    lines = petstore(database_url, "keys", "list", "--json").stdout.splitlines()
+    return {row["name"]: row for row in map(json.loads, lines)}
+
+
+def sqlite3_command(database: Path, command: str) -> list[str]:
+    """``sqlite3 database "command"`` as the guide writes it; its output lines.
+
+    Without the ``sqlite3`` tool, Python's module stands in for the documented
+    command: ``Connection.backup`` for ``.backup FILE``, and the statements
+    themselves (``VACUUM INTO`` included) otherwise, each row printed as the tool
+    prints it (columns joined by ``|``).
+    """
+    if shutil.which("sqlite3"):
+        done = subprocess.run(
+            ["sqlite3", str(database), command], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
+        return done.stdout.splitlines()
+    source = sqlite3.connect(database, isolation_level=None)
+    try:
+        if command.startswith(".backup "):
+            target = sqlite3.connect(command.removeprefix(".backup "))
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+            return []
+        lines: list[str] = []
+        for statement in filter(str.strip, command.split(";")):
+            for row in source.execute(statement):
+                lines.append("|".join(map(str, row)))
+        return lines
+    finally:
+        source.close()
+
+
+@dataclass
+class Drill:
+    """What the clients were told, as the drill goes on."""
+
+    writer: Key
+    revoked_before: Key
+    revoked_after: Key
+    created_after: Key | None = None
+    #: Every animal a 201 acknowledged, by id, as it was acknowledged.
+    acknowledged: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Ids acknowledged before the backup command started: the restore must keep them.
+    before_backup: set[int] = field(default_factory=set)
+    #: Ids created after the backup had finished: the restore loses them.
+    after_backup: set[int] = field(default_factory=set)
+    #: (Idempotency-Key, body, the 201's bytes) of creates before the backup.
+    idempotent: list[tuple[str, dict[str, Any], bytes]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def acknowledge(self, pet: dict[str, Any]) -> None:
+        with self.lock:
+            self.acknowledged[pet["id"]] = pet
+
+    def acknowledged_ids(self) -> set[int]:
+        with self.lock:
+            return set(self.acknowledged)
+
+
+def start_server(root: Path, database_url: str) -> LiveServer:
+    server = LiveServer(root, env={**SERVER_ENV, "PETSTORE_DATABASE_URL": database_url})
+    root.mkdir(parents=True, exist_ok=True)
+    server.start()
+    return server
+
+
+def stop_with_sigterm(server: LiveServer) -> None:
+    """Restore step 1: SIGTERM to ``petstore serve``, which stops cleanly."""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(15) == 0, server.output()
+
+
+def create_pet(
+    client: httpx2.Client, drill: Drill, body: dict[str, Any], *, idempotency_key: str = ""
+) -> int:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    response = client.post("/v1/pets", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    pet: dict[str, Any] = response.json()
+    assert pet == {"id": pet["id"], "status": "available", **body}
+    drill.acknowledge(pet)
+    if idempotency_key:
+        drill.idempotent.append((idempotency_key, body, response.content))
+    return int(pet["id"])
+
+
+def before_the_backup(server: LiveServer, database_url: str) -> Drill:
+    """Before the backup: keys made and one revoked with the CLI (section 5), animals
+    created over HTTP, every fourth under an Idempotency-Key."""
+    drill = Drill(
+        writer=create_key(database_url, "writer"),
+        revoked_before=create_key(database_url, "revoked-before"),
+        revoked_after=create_key(database_url, "revoked-after"),
+    )
+    petstore(database_url, "keys", "revoke", str(drill.revoked_before.id))
+    with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
+        for i in range(40):
+            status = ("available", "pending", "sold")[i % 3]
+            body = {"name": f"Mia №{i} 🐈", "categoryId": 1 + i % 7, "status": status}
+            create_pet(client, drill, body, idempotency_key=f"drill-{i}" if i % 4 == 0 else "")
+        assert client.get("/v1/pets", headers=drill.revoked_before.auth).status_code == 401
+    return drill
+
+
+@contextmanager
+def writing(server: LiveServer, drill: Drill) -> Iterator[None]:
+    """Two clients creating animals without pause for as long as the block runs
+    (at least until each has had 10 answers before the block's body starts)."""
+    stop = threading.Event()
+    counts = [0, 0]
+    failures: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
+                while not stop.is_set():
+                    body = {"name": f"writer {n} #{counts[n]}", "categoryId": 1 + n}
+                    create_pet(client, drill, body)
+                    counts[n] += 1
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    while min(counts) < 10 and not failures:
+        stop.wait(0.01)
+    drill.before_backup = drill.acknowledged_ids()
+    try:
+        yield
+        during = sum(counts)
+        while sum(counts) <= during and not failures:  # still serving after the backup
+            stop.wait(0.01)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert not failures, failures
+
+
+def after_the_backup(server: LiveServer, database_url: str, drill: Drill) -> None:
+    """After the backup: what the restore loses (section 7): animals, a revocation, a
+    key."""
+    with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
+        for i in range(5):
+            body = {"name": f"after backup {i}", "categoryId": 9}
+            drill.after_backup.add(create_pet(client, drill, body))
+        petstore(database_url, "keys", "revoke", str(drill.revoked_after.id))
+        drill.created_after = create_key(database_url, "created-after")
+        assert client.get("/v1/pets", headers=drill.revoked_after.auth).status_code == 401
+        assert client.get("/v1/pets", headers=drill.created_after.auth).status_code == 200
+
+
+def check_backup_rows(rows: list[dict[str, Any]], drill: Drill) -> None:
+    """A consistent backup: every animal in it as it was acknowledged, and every
+    animal acknowledged before the backup started is in it."""
+    by_id = {row["id"]: row for row in rows}
+    assert len(by_id) == len(rows)
+    for pet_id, pet in by_id.items():
+        assert pet == drill.acknowledged[pet_id]
+    assert drill.before_backup <= by_id.keys()
+    assert not drill.after_backup & by_id.keys()
+
+
+def every_pet(client: httpx2.Client) -> tuple[list[dict[str, Any]], int]:
+    """listPets followed through ``Link: rel="next"`` (D9): the animals and the pages."""
+    pets: list[dict[str, Any]] = []
+    url: str | None = "/v1/pets?limit=25"
+    pages = 0
+    while url:
+        response = client.get(url)
+        assert response.status_code == 200, response.text
+        pets += response.json()
+        pages += 1
+        link = response.headers.get("link")
+        url = link[1 : link.index(">")] if link else None
+    return pets, pages
+
+
+def check_restore_without_step_5(server: LiveServer, drill: Drill) -> None:
+    """What the section warns of: keys revoked after the backup are valid again, keys
+    created after it are gone, and the next animal reuses an issued id."""
+    assert drill.created_after is not None
+    with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
+        assert client.get("/v1/pets", headers=drill.revoked_after.auth).status_code == 200
+        assert client.get("/v1/pets", headers=drill.revoked_before.auth).status_code == 401
+        assert client.get("/v1/pets", headers=drill.created_after.auth).status_code == 401
+        response = client.post("/v1/pets", json={"name": "Newcomer", "categoryId": 3})
+    assert response.status_code == 201
+    reused = response.json()["id"]
+    assert reused in drill.acknowledged  # a client already holds this id for another animal
+    assert drill.acknowledged[reused]["name"] != "Newcomer"
+
+
+def revoke_again(database_url: str, drill: Drill) -> None:
+    """Restore step 5, keys: compare ``petstore keys list`` with the records, revoke
+    again what must stay revoked."""
+    assert drill.created_after is not None
+    listed = keys_list(database_url)
+    assert "created-after" not in listed
+    assert listed["revoked-before"]["revoked_at"] is not None
+    assert listed["revoked-after"]["revoked_at"] is None  # what the operator must catch
+    assert listed["writer"]["revoked_at"] is None
+    petstore(database_url, "keys", "revoke", str(drill.revoked_after.id))
+
+
+def check_restored_service(server: LiveServer, drill: Drill) -> list[dict[str, Any]]:
+    """The documented restore, as a client sees it; returns the animals listed."""
+    assert drill.created_after is not None
+    with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "ready"
+
+        pets, pages = every_pet(client)
+        assert pages > 1
+        assert [pet["id"] for pet in pets] == sorted({pet["id"] for pet in pets})
+        check_backup_rows(pets, drill)
+
+        for key, body, original in drill.idempotent:
+            replay = client.post("/v1/pets", json=body, headers={"Idempotency-Key": key})
+            assert replay.status_code == 201
+            assert replay.headers["idempotent-replayed"] == "true"
+            assert replay.content == original
+
+        for gone in (drill.revoked_before, drill.revoked_after, drill.created_after):
+            refused = client.get("/v1/pets", headers=gone.auth)
+            assert refused.status_code == 401
+            assert refused.json()["code"] == "unauthorized"
+
+        response = client.post("/v1/pets", json={"name": "Newcomer", "categoryId": 3})
+    assert response.status_code == 201
+    assert response.json()["id"] == COUNTER_PAST + 1
+    assert response.json()["id"] > max(drill.acknowledged)
+    return pets
+
+
+def sqlite_rows(database: Path) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT id, name, category_id, status FROM pets ORDER BY id")
+        return [{"id": i, "name": n, "categoryId": c, "status": s} for i, n, c, s in rows]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "backup_command",
+    [
+        pytest.param(".backup {backup}", id="dot-backup"),
+        pytest.param("VACUUM INTO '{backup}'", id="vacuum-into"),
+    ],
+)
+def test_sqlite_restore_drill_as_documented(tmp_path: Path, backup_command: str) -> None:
+    live = tmp_path / "live"
+    server = start_server(live, f"sqlite:///{live / 'data' / 'petstore.db'}")
+    database, url = live / "data" / "petstore.db", server.database_url
+    backup = tmp_path / "backups" / "petstore-2026-11-21.db"
+    backup.parent.mkdir()
+    try:
+        drill = before_the_backup(server, url)
+        with writing(server, drill):  # the documented backup, then its check
+            assert sqlite3_command(database, backup_command.format(backup=backup)) == []
+        check = "PRAGMA integrity_check; SELECT version_num FROM alembic_version; "
+        check += "SELECT count(*) FROM pets;"
+        rows = sqlite_rows(backup)
+        assert sqlite3_command(backup, check) == ["ok", db.head_revision(), str(len(rows))]
+        check_backup_rows(rows, drill)
+        after_the_backup(server, url, drill)
+
+        # The restore with step 5 (counter, keys) left out, on a copy elsewhere.
+        skipped = tmp_path / "without-step-5"
+        (skipped / "data").mkdir(parents=True)
+        shutil.copyfile(backup, skipped / "data" / "petstore.db")
+        unmoved = start_server(skipped, f"sqlite:///{skipped / 'data' / 'petstore.db'}")
+        try:
+            check_restore_without_step_5(unmoved, drill)
+        finally:
+            unmoved.stop()
+
+        # The documented restore, steps 1 to 7.
+        stop_with_sigterm(server)  # step 1
+        assert not database.with_name("petstore.db-wal").exists()  # folded back, as it says
+        database.rename(database.with_name("petstore.db.broken"))  # step 2
+        for leftover in ("petstore.db-wal", "petstore.db-shm"):  # step 3
+            database.with_name(leftover).unlink(missing_ok=True)
+        shutil.copyfile(backup, database)  # step 4
+        counter = "UPDATE sqlite_sequence SET seq = 100000 WHERE name = 'pets'"
+        assert sqlite3_command(database, counter) == []  # step 5
+        revoke_again(url, drill)
+        server = start_server(tmp_path / "restored", url)  # step 6
+        assert check_restored_service(server, drill) == rows  # step 7
+    finally:
+        server.stop()
+
+
+@dataclass
+class PostgresCluster:
+    """The test cluster as the guide's commands address it, and a role of the drill's
+    own standing for the guide's ``petstore`` role (section 3, step 1)."""
+
+    host: str
+    port: str
+    admin_url: str
+    role: str
+    password: str
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{self.role}:{self.password}@{self.host}:{self.port}/{database}"
+
+    def admin(self, sql: str) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+
+def run(*command: str, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+@pytest.fixture
+def cluster() -> Iterator[PostgresCluster]:
+    """A login role owning the databases the drill makes; all dropped afterwards."""
+    admin_url = postgres_admin_url()
+    info = conninfo_to_dict(admin_url)
+    found = PostgresCluster(
+        host=str(info.get("host", "127.0.0.1")),
+        port=str(info.get("port", "5432")),
+        admin_url=admin_url,
+        role=f"petstore_drill_{secrets.token_hex(4)}",
+        password=secrets.token_hex(16),
+    )
+    found.admin(f"CREATE ROLE {found.role} LOGIN PASSWORD '{found.password}'")
+    try:
+        yield found
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            owned = conn.execute(
+                "SELECT datname FROM pg_database WHERE pg_get_userbyid(datdba) = %s",
+                (found.role,),
+            ).fetchall()
+            for (name,) in owned:
+                conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            conn.execute(f"DROP ROLE {found.role}")
+
+
+def createdb(cluster: PostgresCluster, name: str) -> str:
+    """``createdb -h HOST -U postgres -O petstore NAME`` (section 7); the URL."""
+    info = conninfo_to_dict(cluster.admin_url)
+    env = None
+    if info.get("password"):
+        env = {**os.environ, "PGPASSWORD": str(info["password"])}
+    user = str(info.get("user", "postgres"))
+    where = ["-h", cluster.host, "-p", cluster.port, "-U", user]
+    run(_postgres_bin("createdb"), *where, "-O", cluster.role, name, env=env)
+    return cluster.url(name)
+
+
+def restore(cluster: PostgresCluster, dump: Path, name: str) -> str:
+    """The documented restore into a new database NAME: createdb, pg_restore, db upgrade."""
+    url = createdb(cluster, name)
+    run(_postgres_bin("pg_restore"), "-d", url, "--no-owner", str(dump))
+    upgraded = petstore(url, "db", "upgrade")
+    assert upgraded.stdout == f"Database is at revision {db.head_revision()}.\n"
+    return url
+
+
+def test_postgres_restore_drill_as_documented(tmp_path: Path, cluster: PostgresCluster) -> None:
+    source = f"petstore_{secrets.token_hex(4)}"
+    cluster.admin(f"CREATE DATABASE {source} OWNER {cluster.role}")
+    url = cluster.url(source)
+    petstore(url, "db", "upgrade")
+    server = start_server(tmp_path / "live", url)
+    dump = tmp_path / "backups" / "petstore-2026-11-21.dump"
+    dump.parent.mkdir()
+    try:
+        drill = before_the_backup(server, url)
+        with writing(server, drill):  # the documented backup
+            run(_postgres_bin("pg_dump"), "-Fc", "-d", url, "-f", str(dump))
+        after_the_backup(server, url, drill)
+
+        # The restore with the counter and keys step left out, into a database of its own.
+        unmoved_url = restore(cluster, dump, f"{source}_without_step_5")
+        selected = "SELECT id, name, category_id, status FROM pets ORDER BY id"
+        rows = [{"categoryId": r.pop("category_id"), **r} for r in run_sql(unmoved_url, selected)]
+        check_backup_rows(rows, drill)
+        unmoved = start_server(tmp_path / "without-step-5", unmoved_url)
+        try:
+            check_restore_without_step_5(unmoved, drill)
+        finally:
+            unmoved.stop()
+
+        # The documented restore: a new database, the counter moved and the keys
+        # revoked again, every instance pointed at it and restarted, then checked.
+        restored = restore(cluster, dump, f"{source}_restored")
+        run_sql(restored, "ALTER TABLE pets ALTER COLUMN id RESTART WITH 100001;")
+        revoke_again(restored, drill)
+        stop_with_sigterm(server)
+        server = start_server(tmp_path / "restored", restored)
+        assert check_restored_service(server, drill) == rows
+    finally:
+        server.stop()
