@@ -53,17 +53,32 @@ unit-fast: $(STAMP) servers
 ## test-prerequisites: everything make test installs, so that it can then run with no network
 test-prerequisites: $(STAMP) $(REDOCLY) browser servers
 
-# The suite starts its own PostgreSQL and Redis (tests/servers.py) from Debian's
-# binaries; install them when missing.
+# The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
+# chaos run the whole deployment (deploy/), from Debian's binaries; install the
+# packages when missing, saying so in one line.
 servers:
-	@{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
-	  echo "Installing Debian's postgresql for the test suite's own database server..."; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) \
-	    >/dev/null 2>&1 || echo "Could not install postgresql (needs root and apt)."; }
-	@command -v redis-server >/dev/null 2>&1 || { \
-	  echo "Installing Debian's redis-server for the test suite's own Redis..."; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) \
-	    >/dev/null 2>&1 || echo "Could not install redis-server (needs root and apt)."; }
+	@missing=""; \
+	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
+	command -v pg_autoctl >/dev/null 2>&1 || missing="$$missing postgresql-15-auto-failover pg-auto-failover-cli"; \
+	[ -z "$$missing" ] || { \
+	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
+	    >/dev/null 2>&1 || echo "Could not install$$missing (needs root and apt)."; }
+
+## cluster: the deployment on loopback: HAProxy at http://127.0.0.1:8080/v1, 3 instances, PostgreSQL with failover, Redis (make cluster ARGS="--instances 5 --environment staging")
+.PHONY: cluster cluster-down chaos
+cluster: $(STAMP) servers
+	$(BIN)/python -m deploy.cluster up $(ARGS)
+
+## cluster-down: stop everything make cluster started; fails if a process or port is left
+cluster-down: $(STAMP)
+	$(BIN)/python -m deploy.cluster down
+
+## chaos: faults under load through HAProxy (kill, rolling restart, failover, Redis), at most 10 minutes (make chaos ARGS="--rounds 1")
+chaos: $(STAMP) servers
+	timeout --signal=INT 600 $(BIN)/python -m deploy.chaos $(ARGS)
 
 # The docs-page test drives Debian's chromium headless; install it when missing.
 browser:

@@ -167,6 +167,21 @@ class PostgresPair:
             seconds=seconds,
         )
 
+    def wait_for_promotion(self, index: int, *, seconds: float = 60) -> None:
+        """Wait until node ``index`` accepts writes (the monitor promoted it)."""
+
+        def writable() -> bool:
+            port = self.node_ports[index]
+            url = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}"
+            try:
+                with psycopg.connect(url, connect_timeout=1) as connection:
+                    row = connection.execute("SELECT pg_is_in_recovery()").fetchone()
+            except psycopg.Error:
+                return False
+            return row is not None and not row[0]
+
+        wait_for(writable, what=f"the promotion of node{index + 1}", seconds=seconds)
+
     def start_node(self, index: int) -> None:
         """Start node ``index``'s keeper (and so its PostgreSQL)."""
         self.nodes[index] = self._run(f"node{index + 1}")

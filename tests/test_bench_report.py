@@ -5,6 +5,7 @@ service-to-baseline quotient, not the quotient of the two medians; and the same 
 from __future__ import annotations
 
 import pytest
+
 from bench import compare
 from bench.report import Figures
 from bench.scenarios import BY_NAME

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import httpx2
 import pytest
-from bench.servers import child_pids
 
+from bench.servers import child_pids
 from petstore import db
 from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
 

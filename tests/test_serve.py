@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from bench.servers import child_pids
 
+from bench.servers import child_pids
 from petstore import db
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 

@@ -18,8 +18,8 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 
 import pytest
-from bench.servers import child_pids
 
+from bench.servers import child_pids
 from tests.conftest import LiveServer, all_pets
 
 pytestmark = pytest.mark.slow

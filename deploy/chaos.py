@@ -1,0 +1,283 @@
+"""``make chaos``: client workers run through HAProxy while the deployment is broken,
+one fault after another, and then the store is checked against what the clients
+were told.
+
+    python -m deploy.chaos [--rounds 2] [--instances 3] [--workers 8]
+
+The faults, in order, each round: an instance is SIGKILLed and restarted; every
+instance is restarted in turn (a rolling deploy: SIGTERM, drain, start, back in
+rotation); the PostgreSQL primary is SIGKILLed with its keeper (a lost machine), the
+secondary promoted, the old primary brought back as the new secondary; Redis is
+restarted. The workers use :class:`petstore.client.Client` as any caller would:
+creates with an Idempotency-Key, lists following ``rel="next"``, reads; the client
+retries on its own (connection errors, 429, 503) for about half a minute.
+
+It prints a table per fault and, last, ``chaos: acknowledged N, lost L, duplicated
+D, failed F``: N creates answered 201; L of them missing or changed in the store; D
+names stored more than once; F operations that failed after the client's retries.
+Exit status 0 when L, D and F are all 0. Loopback only; everything it started is
+stopped when it ends, interrupted or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy.cluster import Cluster
+from petstore.client import Client, PetStatus
+from petstore.client_errors import PetstoreClientError
+
+#: The client's own retry budget: 30 attempts, 0.25 s doubling to at most 2 s apart,
+#: or the service's Retry-After: about 30 s, more than a database failover takes.
+CLIENT = {"max_retries": 30, "backoff": 0.25, "max_sleep": 2.0, "timeout": 10.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One call of a worker: what, when (monotonic seconds), and whether it failed."""
+
+    kind: str
+    started: float
+    ended: float
+    failed: bool
+
+
+@dataclass(slots=True)
+class Ledger:
+    """What the workers did and were told, shared by them (appends only)."""
+
+    operations: list[Operation] = field(default_factory=list)
+    acknowledged: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    attempted: set[str] = field(default_factory=set)
+    requests: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault's window, from its start to the end of its settling time."""
+
+    name: str
+    started: float
+    ended: float
+
+
+def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event) -> None:
+    """Creates (6 in 10), reads of its own animals (2), and lists of up to 250
+    animals following ``rel="next"`` (2), until ``stop``; records every outcome."""
+    rng = random.Random(index)
+    hooks = {"request": [lambda _request: ledger.requests.append(time.monotonic())]}
+    mine: list[int] = []
+    with Client(url, api_key=key, event_hooks=hooks, **CLIENT) as client:  # type: ignore[arg-type]
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            kind = ("create",) * 6 + ("read",) * 2 + ("list",) * 2
+            what = kind[n % 10] if mine else "create"
+            started = time.monotonic()
+            try:
+                if what == "create":
+                    name, status = f"chaos-{index}-{n}", rng.choice(list(PetStatus))
+                    ledger.attempted.add(name)
+                    pet = client.create_pet(
+                        name, category_id=1 + n % 7, status=status, idempotency_key=name
+                    )
+                    ledger.acknowledged[name] = (pet.id, 1 + n % 7, str(status))
+                    mine.append(pet.id)
+                elif what == "read":
+                    client.get_pet(rng.choice(mine))
+                else:
+                    status = rng.choice(list(PetStatus))
+                    for _ in itertools.islice(client.iter_pets(status, limit=100), 250):
+                        pass
+                failed = False
+            except (PetstoreClientError, OSError) as exc:
+                failed = True
+                ledger.errors.append(f"{what}: {type(exc).__name__}: {exc}")
+            ledger.operations.append(Operation(what, started, time.monotonic(), failed))
+
+
+@contextmanager
+def load(cluster: Cluster, key: str, workers: int) -> Iterator[Ledger]:
+    """``workers`` threads of :func:`worker` for as long as the block runs."""
+    ledger, stop = Ledger(), threading.Event()
+    threads = [
+        threading.Thread(target=worker, args=(i, cluster.url, key, ledger, stop), daemon=True)
+        for i in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield ledger
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+
+
+def faults(cluster: Cluster, settle: float) -> list[tuple[str, Callable[[], None]]]:
+    """The faults of one round, each a name and what breaks and repairs it."""
+
+    def kill_instance() -> None:
+        cluster.stop_instance(0, signal.SIGKILL)
+        time.sleep(2)
+        cluster.start_instance(0)
+        cluster.wait_in_rotation([0])
+
+    def rolling_deploy() -> None:
+        for index in range(len(cluster.instances)):
+            cluster.stop_instance(index, signal.SIGTERM)
+            cluster.start_instance(index)
+            cluster.wait_in_rotation([index])
+
+    def kill_primary() -> None:
+        primary = cluster.postgres.primary()
+        cluster.postgres.kill_node(primary)
+        cluster.postgres.wait_for_promotion(1 - primary)
+        cluster.postgres.start_node(primary)
+        cluster.postgres.wait_until_replicated()
+
+    def restart_redis() -> None:
+        cluster.stop_redis()
+        time.sleep(1)
+        cluster.start_redis()
+
+    return [
+        ("instance SIGKILLed, restarted", kill_instance),
+        ("rolling restart of every instance", rolling_deploy),
+        ("PostgreSQL primary killed, secondary promoted", kill_primary),
+        ("Redis restarted", restart_redis),
+    ]
+
+
+def run(
+    root: Path,
+    *,
+    rounds: int,
+    instances: int,
+    workers: int,
+    settle: float,
+    overrides: dict[str, str] | None = None,
+    out: Any = sys.stdout,
+) -> dict[str, int]:
+    """Bring the topology up under ``root``, run the faults ``rounds`` times under
+    load, check the store, print the tables and the last line; returns the counts
+    (``acknowledged``, ``lost``, ``duplicated``, ``failed``). Stops everything."""
+    warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
+    cluster = Cluster(root, instances=instances, overrides=overrides)
+    windows: list[Fault] = []
+    try:
+        started = time.monotonic()
+        key = cluster.up()
+        print(f"Topology up in {time.monotonic() - started:.1f} s: {cluster.url}", file=out)
+        with load(cluster, key, workers) as ledger:
+            time.sleep(settle)
+            windows.append(Fault("no fault (baseline)", started := time.monotonic(), started))
+            for _ in range(rounds):
+                for name, fault in faults(cluster, settle):
+                    began = time.monotonic()
+                    fault()
+                    time.sleep(settle)
+                    windows.append(Fault(name, began, time.monotonic()))
+            windows[0] = Fault(windows[0].name, windows[0].started - settle, windows[0].started)
+        stored = _stored(cluster, key)
+    finally:
+        cluster.down()
+    return report(ledger, windows, stored, out=out)
+
+
+def _stored(cluster: Cluster, key: str) -> dict[str, list[tuple[int, int, str]]]:
+    """Every animal in the store by name, read through the service."""
+    stored: dict[str, list[tuple[int, int, str]]] = {}
+    with Client(cluster.url, api_key=key, **CLIENT) as client:  # type: ignore[arg-type]
+        for pet in client.iter_pets(limit=100):
+            stored.setdefault(pet.name, []).append((pet.id, pet.category_id, str(pet.status)))
+    return stored
+
+
+def report(
+    ledger: Ledger,
+    windows: list[Fault],
+    stored: dict[str, list[tuple[int, int, str]]],
+    *,
+    out: Any = sys.stdout,
+) -> dict[str, int]:
+    """Print one row per fault window and the last line; returns the counts."""
+    print(
+        "\n| fault | seconds | requests | operations | failed after retries "
+        "| longest without a write (s) | p99 (ms) |\n|---|---|---|---|---|---|---|",
+        file=out,
+    )
+    for window in windows:
+        ops = [op for op in ledger.operations if window.started <= op.started < window.ended]
+        requests = sum(window.started <= t < window.ended for t in ledger.requests)
+        writes = sorted(
+            op.ended for op in ledger.operations
+            if op.kind == "create" and not op.failed and window.started <= op.ended < window.ended
+        )  # fmt: skip
+        edges = [window.started, *writes, window.ended]
+        gap = max(b - a for a, b in itertools.pairwise(edges))
+        durations = sorted(op.ended - op.started for op in ops)
+        p99 = durations[int(0.99 * (len(durations) - 1))] * 1000 if durations else 0.0
+        failed = sum(op.failed for op in ops)
+        print(
+            f"| {window.name} | {window.ended - window.started:.1f} | {requests} | {len(ops)} "
+            f"| {failed} | {gap:.2f} | {p99:.0f} |",
+            file=out,
+        )
+    lost = sum(1 for name, pet in ledger.acknowledged.items() if stored.get(name, [None])[0] != pet)
+    duplicated = sum(len(stored.get(name, [])) > 1 for name in ledger.attempted)
+    failed = sum(op.failed for op in ledger.operations)
+    unacknowledged = sum(name in stored for name in ledger.attempted - ledger.acknowledged.keys())
+    print(f"\nAnimals stored without a 201 reaching the client: {unacknowledged}.", file=out)
+    for error in ledger.errors[:10]:
+        print(f"  failed: {error}", file=out)
+    counts = {
+        "acknowledged": len(ledger.acknowledged),
+        "lost": lost,
+        "duplicated": duplicated,
+        "failed": failed,
+    }
+    print(
+        f"chaos: acknowledged {counts['acknowledged']}, lost {lost}, "
+        f"duplicated {duplicated}, failed {failed}",
+        file=out,
+    )
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line of ``make chaos``; exit 0 when nothing was lost, duplicated
+    or failed, 1 otherwise."""
+    parser = argparse.ArgumentParser(prog="python -m deploy.chaos", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=2, help="times through the faults")
+    parser.add_argument("--instances", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=8, help="client threads")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds after each fault")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="petstore-chaos-") as folder:
+        counts = run(
+            Path(folder),
+            rounds=args.rounds,
+            instances=args.instances,
+            workers=args.workers,
+            settle=args.settle,
+        )
+    return 0 if counts["lost"] == counts["duplicated"] == counts["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
