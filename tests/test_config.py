@@ -3,12 +3,15 @@ database URL rules of ``petstore.db``."""
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from petstore import config, db
+from petstore.cli import main
 from petstore.config import (
     DEFAULT_CURSOR_SECRET,
     Environment,
@@ -36,6 +39,9 @@ def test_defaults_without_any_variable() -> None:
     assert str(settings.staging_base_url).rstrip("/") == "https://staging.petstore.example.com/v1"
     assert settings.deprecation_date == datetime(2026, 1, 1, tzinfo=UTC)
     assert settings.log_level == "INFO"
+    assert settings.shutdown_timeout_seconds == 30
+    assert settings.shutdown_drain_seconds == 5
+    assert settings.secrets_dir is None
 
 
 def test_default_key_cache_lets_a_revocation_bite_within_5_seconds() -> None:
@@ -65,6 +71,11 @@ def test_default_database_is_a_relative_sqlite_file() -> None:
         ("PETSTORE_KEY_CACHE_SECONDS", "5", "key_cache_seconds", 5),
         ("PETSTORE_KEY_CACHE_SECONDS", "0.5", "key_cache_seconds", 0.5),
         ("PETSTORE_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+        ("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "6", "shutdown_timeout_seconds", 6),
+        ("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "3600", "shutdown_timeout_seconds", 3600),
+        ("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "0", "shutdown_drain_seconds", 0),
+        ("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "2.5", "shutdown_drain_seconds", 2.5),
+        ("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "29.9", "shutdown_drain_seconds", 29.9),
     ],
 )
 def test_each_variable_is_read(
@@ -117,6 +128,14 @@ INVALID = [
     pytest.param("PETSTORE_DEPRECATION_DATE", "soon", id="deprecation-garbage"),
     pytest.param("PETSTORE_HEADER_TIMEOUT_SECONDS", "0", id="header-timeout-0"),
     pytest.param("PETSTORE_LOG_LEVEL", "LOUD", id="log-level"),
+    pytest.param("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "soon", id="shutdown-timeout-word"),
+    pytest.param("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "0", id="shutdown-timeout-0"),
+    pytest.param("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "3601", id="shutdown-timeout-over-1h"),
+    pytest.param("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "2.5", id="shutdown-timeout-fraction"),
+    pytest.param("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "a while", id="shutdown-drain-word"),
+    pytest.param("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "-1", id="shutdown-drain-negative"),
+    pytest.param("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "nan", id="shutdown-drain-nan"),
+    pytest.param("PETSTORE_SECRETS_DIR", "/nonexistent/petstore-secrets", id="secrets-dir-missing"),
 ]
 
 
@@ -207,6 +226,113 @@ def test_cursor_secret_is_hidden_in_the_settings_repr(monkeypatch: pytest.Monkey
 def test_settings_constructor_refuses_production_with_the_default_secret() -> None:
     with pytest.raises(ValueError, match="PETSTORE_CURSOR_SECRET"):
         Settings(environment=Environment.PRODUCTION)
+
+
+# Shutdown ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("drain", "timeout"), [("30", None), ("5", "5"), ("10", "3"), ("inf", "3600")]
+)
+def test_a_drain_not_shorter_than_the_shutdown_timeout_is_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch, drain: str, timeout: str | None
+) -> None:
+    monkeypatch.setenv("PETSTORE_SHUTDOWN_DRAIN_SECONDS", drain)
+    if timeout is not None:
+        monkeypatch.setenv("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", timeout)
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    message = str(raised.value)
+    assert "PETSTORE_SHUTDOWN_DRAIN_SECONDS must be less than" in message
+    assert "PETSTORE_SHUTDOWN_TIMEOUT_SECONDS" in message
+
+
+def test_the_shortest_shutdown_is_1_second_with_a_shorter_drain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PETSTORE_SHUTDOWN_TIMEOUT_SECONDS", "1")
+    monkeypatch.setenv("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "0.5")
+    settings = load_settings()
+    assert (settings.shutdown_timeout_seconds, settings.shutdown_drain_seconds) == (1, 0.5)
+
+
+# Settings from files (PETSTORE_SECRETS_DIR) ----------------------------------------
+
+
+def test_a_setting_is_read_from_its_file_in_the_secrets_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "petstore_cursor_secret").write_text(PRIVATE_SECRET)
+    (tmp_path / "petstore_database_url").write_text("postgresql://u:pw@db.internal/petstore")
+    (tmp_path / "petstore_redis_url").write_text("redis://:pw@cache.internal:6379/0")
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
+    settings = load_settings()
+    assert settings.secrets_dir == tmp_path
+    assert settings.cursor_secret.get_secret_value() == PRIVATE_SECRET
+    assert settings.database_url == "postgresql://u:pw@db.internal/petstore"
+    assert settings.redis_url == "redis://:pw@cache.internal:6379/0"
+
+
+def test_a_secret_file_written_by_echo_loses_its_trailing_newline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What `echo "$SECRET" > petstore_cursor_secret` writes.
+    subprocess.run(
+        ["sh", "-c", f'echo "{PRIVATE_SECRET}" > petstore_cursor_secret'], cwd=tmp_path, check=True
+    )
+    assert (tmp_path / "petstore_cursor_secret").read_bytes() == PRIVATE_SECRET.encode() + b"\n"
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    assert load_settings().cursor_secret.get_secret_value() == PRIVATE_SECRET
+
+
+def test_the_environment_wins_over_a_secret_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "petstore_cursor_secret").write_text("from-the-file-" + PRIVATE_SECRET)
+    (tmp_path / "petstore_port").write_text("9001\n")
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    settings = load_settings()
+    assert settings.cursor_secret.get_secret_value() == PRIVATE_SECRET
+    assert settings.port == 9001  # a file for a variable that is not set is still read
+
+
+def test_a_bad_value_in_a_secret_file_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "petstore_port").write_text("eighty\n")
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    with pytest.raises(SettingsError, match="PETSTORE_PORT:"):
+        load_settings()
+
+
+def test_a_missing_secrets_dir_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "not-there"
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(missing))
+    with pytest.raises(SettingsError, match="PETSTORE_SECRETS_DIR: ") as raised:
+        load_settings()
+    assert f"no such directory: {missing}" in str(raised.value)
+
+
+def test_a_secrets_dir_that_is_a_file_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "secrets").write_text("")
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path / "secrets"))
+    with pytest.raises(SettingsError, match=r"PETSTORE_SECRETS_DIR: .*no such directory"):
+        load_settings()
+
+
+def test_a_missing_secrets_dir_makes_the_cli_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["openapi"], env={"PETSTORE_SECRETS_DIR": str(tmp_path / "not-there")}
+    )
+    assert result.exit_code == 2, result.output
+    assert "PETSTORE_SECRETS_DIR" in result.output
+    assert "Traceback" not in result.output
 
 
 # Database URLs ----------------------------------------------------------------------

@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
     {"petstore.auth", "petstore.pagination"},
     {"petstore.pets", "petstore.keys", "petstore.idempotency", "petstore.ratelimit"},
     {"petstore.store"},  # and every module of the store package
+    {"petstore.shutdown"},
     {"petstore.batch", "petstore.db", "petstore.metrics", "petstore.logs", "petstore.tracing"},
     {"petstore.errors", "petstore.config", "petstore.accesslines"},
     {"petstore"},

@@ -9,6 +9,7 @@ carries and the answer sends is in :class:`petstore.asgi.Exchange`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime
 from email.utils import format_datetime
@@ -31,7 +32,8 @@ class PetsApi:
 
     ``clock`` is the time for idempotency records (D16) and ``check_sunset`` raises
     Gone once getPet's sunset has come (D14); ``deprecation_date`` is getPet's
-    ``Deprecation`` date.
+    ``Deprecation`` date. ``drain_marker`` is the file whose existence means this
+    instance is shutting down (:mod:`petstore.shutdown`); None: it never drains.
     """
 
     def __init__(
@@ -47,8 +49,10 @@ class PetsApi:
         check_sunset: Callable[[], None],
         deprecation_date: datetime,
         metrics: Metrics,
+        drain_marker: str | None = None,
     ) -> None:
         self.store = store
+        self.drain_marker = drain_marker
         self.verifier = verifier
         self.pages = pages
         self.bodies = bodies
@@ -107,7 +111,11 @@ class PetsApi:
 
     async def readyz(self, exchange: Exchange) -> None:
         """Readiness: the database answers and its schema is current, and how the rate
-        limiter's store is. No key needed."""
+        limiter's store is. No key needed. 503 at once when the instance is shutting
+        down (the drain, :mod:`petstore.shutdown`), so the load balancer takes it out."""
+        # One stat of a file in a temporary directory: microseconds, once per check.
+        if self.drain_marker is not None and os.path.exists(self.drain_marker):  # noqa: ASYNC240
+            raise errors.Unavailable("this instance is shutting down; retry on another one")
         if not db.schema_is_usable(await self.store.schema_revision()):
             raise errors.Unavailable("the database schema is older than this code needs")
         limiter = self.rate_limiter

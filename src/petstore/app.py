@@ -24,7 +24,7 @@ from typing import cast
 
 from prometheus_client import start_http_server
 
-from petstore import api, errors, logs, pagination, pets, tracing
+from petstore import api, errors, logs, pagination, pets, shutdown, tracing
 from petstore.api import PetsApi
 from petstore.asgi import BodyReader, Exchange
 from petstore.auth import KeyVerifier
@@ -46,10 +46,13 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def create_app(settings: Settings, *, clock: Clock = utc_now) -> Service:
+def create_app(
+    settings: Settings, *, clock: Clock = utc_now, drain_marker: str | None = None
+) -> Service:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
-    idempotency records (D16) and key expiry. The database must already be migrated
-    (``petstore db upgrade``); the lifespan connects to it.
+    idempotency records (D16) and key expiry; once the file ``drain_marker`` exists,
+    ``/readyz`` answers 503 (:mod:`petstore.shutdown`). The database must already be
+    migrated (``petstore db upgrade``); the lifespan connects to it.
     """
     store = create_store(settings.database_url, pool_size=settings.database_pool_size)
     traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
@@ -76,6 +79,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> Service:
         check_sunset=pets.sunset_check(None if clock is utc_now else clock),
         deprecation_date=settings.deprecation_date,
         metrics=metrics,
+        drain_marker=drain_marker,
     )
     docs = DocsPages(settings)
 
@@ -163,7 +167,8 @@ def _exit_with_parent() -> None:
 
 def app_from_environment() -> Service:
     """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
-    in each worker process.
+    in each worker process, which drains when ``serve``'s marker file exists (its path
+    in ``PETSTORE_INTERNAL_DRAIN_FILE``, :mod:`petstore.shutdown`).
 
     Everything alive once the app is built (the modules, above all) is moved out of
     the garbage collector's reach with ``gc.freeze``: they live as long as the worker,
@@ -173,7 +178,7 @@ def app_from_environment() -> Service:
     _exit_with_parent()
     settings = load_settings()
     logs.configure(level=settings.log_level, json=settings.json_logs)
-    app = create_app(settings)
+    app = create_app(settings, drain_marker=os.environ.get(shutdown.DRAIN_FILE_VARIABLE))
     gc.collect()  # nothing unreachable goes into the permanent generation
     gc.freeze()
     return app

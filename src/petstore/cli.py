@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import click
 
-from petstore import db, keys, logs
+from petstore import db, keys, logs, shutdown
 from petstore.cli_keys import keys_group
 from petstore.cli_pets import pets_group
 from petstore.cli_store import settings_or_usage_error, with_store
@@ -48,6 +48,10 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     Applies pending migrations to an embedded SQLite database; on PostgreSQL only
     with --migrate, and refuses to start on an out-of-date schema. Outside
     production, creates and prints an API key named "dev" when no key is active.
+
+    SIGTERM stops gracefully: /readyz answers 503 for PETSTORE_SHUTDOWN_DRAIN_SECONDS,
+    then requests in flight finish; the process exits within
+    PETSTORE_SHUTDOWN_TIMEOUT_SECONDS. Ctrl-C stops at once, as gracefully.
     """
     from granian import Granian
     from granian.constants import Interfaces
@@ -75,16 +79,26 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
         click.echo(f'  curl -H "Authorization: Bearer {dev_key}" {url}/pets')
     click.echo(f"Serving {url} (docs: {url}/docs)")
     sys.stdout.flush()
-    Granian(
-        "petstore.app:app_from_environment",
-        factory=True,
-        address=settings.host,
-        port=settings.port,
-        interface=Interfaces.ASGI,
-        workers=settings.workers,
-        log_access=False,
-        http1_settings=HTTP1Settings(header_read_timeout=settings.header_timeout_seconds * 1000),
-    ).serve()
+    with shutdown.drain_marker() as marker:  # before Granian: its workers inherit the path
+        drain = shutdown.Drain(seconds=settings.shutdown_drain_seconds, marker=marker)
+        server = Granian(
+            "petstore.app:app_from_environment",
+            factory=True,
+            address=settings.host,
+            port=settings.port,
+            interface=Interfaces.ASGI,
+            workers=settings.workers,
+            workers_kill_timeout=shutdown.workers_kill_timeout(settings),
+            log_access=False,
+            http1_settings=HTTP1Settings(
+                header_read_timeout=settings.header_timeout_seconds * 1000
+            ),
+        )
+        server.on_startup(drain.install)
+        try:
+            server.serve()
+        finally:
+            logs.flush()
 
 
 @main.group("db")

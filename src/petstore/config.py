@@ -7,13 +7,20 @@ variable, so ``petstore serve`` can print it and exit instead of a traceback.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+)
 
 #: The cursor secret used when none is configured. Fine on a laptop, refused in
 #: staging and production (cursors signed with a public secret can be forged).
@@ -80,10 +87,15 @@ class SettingsError(ValueError):
 
 
 class Settings(BaseSettings):
-    """The service's configuration, one field per ``PETSTORE_<FIELD>`` variable.
+    """The service's configuration, one field per ``PETSTORE_<FIELD>`` variable, or
+    per file ``petstore_<field>`` of the directory ``PETSTORE_SECRETS_DIR`` names
+    (pydantic-settings' secrets files, as Docker and Kubernetes mount secrets; the
+    file's surrounding whitespace, such as the newline ``echo`` writes, is dropped).
+    A variable wins over a file.
 
-    Raises ``pydantic.ValidationError`` on a bad value, and on a default or short
-    cursor secret outside development.
+    Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
+    does not exist, on a drain not shorter than the shutdown timeout, and on a
+    default or short cursor secret outside development.
     """
 
     model_config = SettingsConfigDict(env_prefix="PETSTORE_", frozen=True, extra="ignore")
@@ -131,6 +143,58 @@ class Settings(BaseSettings):
     #: Serve them on this port of ``host`` instead of the API's (one worker only:
     #: each worker process has its own figures and would fight for the port).
     metrics_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    #: On SIGTERM, ``serve`` exits within this many seconds, drain included; a worker
+    #: still busy then is killed.
+    shutdown_timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    #: On SIGTERM, ``/readyz`` answers 503 for this many seconds while every other
+    #: request is served, so that the load balancer takes the instance out first.
+    shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 5.0
+    #: A directory of files named like the variables in lower case, each holding
+    #: one setting (e.g. ``petstore_cursor_secret``); see the class docstring.
+    secrets_dir: Path | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the files of ``secrets_dir`` (from the
+        arguments or ``PETSTORE_SECRETS_DIR``). A directory that does not exist is
+        left out here and refused by the field's validator, with its name: the
+        library would only warn."""
+        directory = os.environ.get("PETSTORE_SECRETS_DIR")
+        if isinstance(init_settings, InitSettingsSource):
+            directory = init_settings.init_kwargs.get("secrets_dir", directory)
+        sources: tuple[PydanticBaseSettingsSource, ...] = (
+            init_settings,
+            env_settings,
+            dotenv_settings,
+        )
+        if directory and Path(directory).is_dir():
+            sources += (SecretsSettingsSource(settings_cls, secrets_dir=directory),)
+        return sources
+
+    @field_validator("secrets_dir", mode="before")
+    @classmethod
+    def _existing_directory(cls, value: object) -> object:
+        if value in (None, ""):
+            return None
+        if not Path(str(value)).is_dir():
+            raise ValueError(f"no such directory: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _drain_within_timeout(self) -> Self:
+        if self.shutdown_drain_seconds >= self.shutdown_timeout_seconds:
+            raise ValueError(
+                "PETSTORE_SHUTDOWN_DRAIN_SECONDS must be less than "
+                "PETSTORE_SHUTDOWN_TIMEOUT_SECONDS (the drain is part of the timeout)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _metrics_port_needs_one_worker(self) -> Self:
