@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from bench.servers import child_pids
 from starlette.testclient import TestClient
 
+from bench.servers import child_pids
 from petstore import shutdown
 from petstore.app import create_app
 from petstore.config import Settings
