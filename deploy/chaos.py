@@ -218,7 +218,7 @@ def report(
     """Print one row per fault window and the last line; returns the counts."""
     print(
         "\n| fault | seconds | requests | operations | failed after retries "
-        "| longest without a write (s) | p99 (ms) |\n|---|---|---|---|---|---|---|",
+        "| longest without a write (s) | p99 (ms) | max (ms) |\n|---|---|---|---|---|---|---|---|",
         file=out,
     )
     for window in windows:
@@ -232,10 +232,11 @@ def report(
         gap = max(b - a for a, b in itertools.pairwise(edges))
         durations = sorted(op.ended - op.started for op in ops)
         p99 = durations[int(0.99 * (len(durations) - 1))] * 1000 if durations else 0.0
+        longest = durations[-1] * 1000 if durations else 0.0
         failed = sum(op.failed for op in ops)
         print(
             f"| {window.name} | {window.ended - window.started:.1f} | {requests} | {len(ops)} "
-            f"| {failed} | {gap:.2f} | {p99:.0f} |",
+            f"| {failed} | {gap:.2f} | {p99:.0f} | {longest:.0f} |",
             file=out,
         )
     lost = sum(1 for name, pet in ledger.acknowledged.items() if stored.get(name, [None])[0] != pet)

@@ -81,6 +81,7 @@ class Cluster:
         stopping what started) when a part does not come up."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # the postgres user keeps its nodes under it
+        (self.root / "tmp").mkdir(exist_ok=True)
         try:
             self.start_redis()
             self.postgres.create()
@@ -120,6 +121,7 @@ class Cluster:
             PETSTORE_HOST="127.0.0.1",
             PETSTORE_WORKERS="1",
             PETSTORE_SECRETS_DIR=str(self.root / "secrets"),
+            TMPDIR=str(self.root / "tmp"),  # what a killed instance leaves goes with us
         )
         env.update(self.overrides)
         return env

@@ -1,4 +1,4 @@
-"""The restore drill of docs/operations.md section 7, run as written, on both stores.
+"""The restore drill of docs/operations.md section 8, run as written, on both stores.
 
 A real ``petstore serve`` takes animals (some under an Idempotency-Key) and API keys;
 the documented backup command runs while a client keeps creating; more animals and a
@@ -31,12 +31,20 @@ import pytest
 from click.testing import CliRunner, Result
 from psycopg.conninfo import conninfo_to_dict
 
+from deploy.processes import program
 from petstore import db
 from petstore.cli import main
 from tests.conftest import LiveServer, postgres_admin_url, run_sql
-from tests.servers import _postgres_bin
 
-#: Where step 5 of the restore moves the id counter (section 7's statements, both stores).
+pytestmark = pytest.mark.slow  # four real petstore serve processes per drill
+
+
+def _client(name: str) -> str:
+    """A PostgreSQL client program (createdb, pg_dump, pg_restore), Debian's."""
+    return program(name, package="postgresql-client")
+
+
+#: Where step 5 of the restore moves the id counter (section 8's statements, both stores).
 COUNTER_PAST = 100000
 #: The server's settings for the drill: a revocation is seen at once (D13's cache
 #: would make the test wait 2 s), and the writer is not rate limited (D15).
@@ -216,7 +224,7 @@ def writing(server: LiveServer, drill: Drill) -> Iterator[None]:
 
 
 def after_the_backup(server: LiveServer, database_url: str, drill: Drill) -> None:
-    """After the backup: what the restore loses (section 7): animals, a revocation, a
+    """After the backup: what the restore loses (section 8): animals, a revocation, a
     key."""
     with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
         for i in range(5):
@@ -362,7 +370,11 @@ def test_sqlite_restore_drill_as_documented(tmp_path: Path, backup_command: str)
         for leftover in ("petstore.db-wal", "petstore.db-shm"):  # step 3
             database.with_name(leftover).unlink(missing_ok=True)
         shutil.copyfile(backup, database)  # step 4
-        counter = "UPDATE sqlite_sequence SET seq = 100000 WHERE name = 'pets'"
+        counter = (
+            "INSERT INTO sqlite_sequence (name, seq) SELECT 'pets', 0 WHERE NOT EXISTS "
+            "(SELECT 1 FROM sqlite_sequence WHERE name = 'pets'); "
+            "UPDATE sqlite_sequence SET seq = 100000 WHERE name = 'pets'"
+        )
         assert sqlite3_command(database, counter) == []  # step 5
         revoke_again(url, drill)
         server = start_server(tmp_path / "restored", url)  # step 6
@@ -423,21 +435,21 @@ def cluster() -> Iterator[PostgresCluster]:
 
 
 def createdb(cluster: PostgresCluster, name: str) -> str:
-    """``createdb -h HOST -U postgres -O petstore NAME`` (section 7); the URL."""
+    """``createdb -h HOST -U postgres -O petstore NAME`` (section 8); the URL."""
     info = conninfo_to_dict(cluster.admin_url)
     env = None
     if info.get("password"):
         env = {**os.environ, "PGPASSWORD": str(info["password"])}
     user = str(info.get("user", "postgres"))
     where = ["-h", cluster.host, "-p", cluster.port, "-U", user]
-    run(_postgres_bin("createdb"), *where, "-O", cluster.role, name, env=env)
+    run(_client("createdb"), *where, "-O", cluster.role, name, env=env)
     return cluster.url(name)
 
 
 def restore(cluster: PostgresCluster, dump: Path, name: str) -> str:
     """The documented restore into a new database NAME: createdb, pg_restore, db upgrade."""
     url = createdb(cluster, name)
-    run(_postgres_bin("pg_restore"), "-d", url, "--no-owner", str(dump))
+    run(_client("pg_restore"), "-d", url, "--no-owner", str(dump))
     upgraded = petstore(url, "db", "upgrade")
     assert upgraded.stdout == f"Database is at revision {db.head_revision()}.\n"
     return url
@@ -454,7 +466,7 @@ def test_postgres_restore_drill_as_documented(tmp_path: Path, cluster: PostgresC
     try:
         drill = before_the_backup(server, url)
         with writing(server, drill):  # the documented backup
-            run(_postgres_bin("pg_dump"), "-Fc", "-d", url, "-f", str(dump))
+            run(_client("pg_dump"), "-Fc", "-d", url, "-f", str(dump))
         after_the_backup(server, url, drill)
 
         # The restore with the counter and keys step left out, into a database of its own.
