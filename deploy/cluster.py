@@ -139,10 +139,10 @@ class Cluster:
         return result.stdout.strip()
 
     def start_redis(self) -> None:
-        """Start Redis on its port, keeping nothing on disk (the budget is a minute's)."""
+        """Start Redis on its port with deploy/redis/redis.conf (nothing on disk)."""
         self.redis = Daemon(
-            [program("redis-server", package="redis-server"), "--bind", "127.0.0.1",
-             "--port", str(self.redis_port), "--save", "", "--appendonly", "no"],
+            [program("redis-server", package="redis-server"), str(HERE / "redis" / "redis.conf"),
+             "--bind", "127.0.0.1", "--port", str(self.redis_port)],
             log=self.root / "redis.log",
         )  # fmt: skip
         wait_for(lambda: listening(self.redis_port), what="Redis")
