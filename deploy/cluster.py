@@ -177,7 +177,7 @@ class Cluster:
                 daemon.kill()
             else:
                 daemon.signal(signum)
-                daemon.stop(grace=60)
+                daemon.reap(grace=60)
         self.instances[index] = None
         return time.monotonic() - started
 
@@ -236,9 +236,14 @@ class Cluster:
         (self.root / _STATE).write_text(json.dumps(state))
 
     def down(self) -> None:
-        """Stop everything (HAProxy and the instances first, the database last)."""
-        for daemon in self.daemons():
-            daemon.stop(grace=10)
+        """Stop everything: SIGTERM to all at once, then up to 10 s for each to end
+        (HAProxy and the instances first, the database last)."""
+        daemons = self.daemons()
+        for daemon in daemons:
+            daemon.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for daemon in daemons:
+            daemon.reap(deadline - time.monotonic())
         self.instances = [None] * len(self.instances)
         self.haproxy = self.redis = self.postgres.monitor = None
         self.postgres.nodes = [None, None]

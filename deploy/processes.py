@@ -122,12 +122,18 @@ class Daemon:
         self.process.wait()
 
     def stop(self, grace: float = 10) -> None:
-        """SIGTERM to the main process, then SIGKILL to the group after ``grace``
-        seconds; also kills whatever the group left behind."""
+        """SIGTERM to the main process (once: a second one may cut a drain short),
+        then SIGKILL to the group after ``grace`` seconds; also kills whatever the
+        group left behind."""
         if self.alive():
             self.signal(signal.SIGTERM)
-            with suppress(subprocess.TimeoutExpired):
-                self.process.wait(grace)
+        self.reap(grace)
+
+    def reap(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the main process to end, then SIGKILL
+        what is left of its group."""
+        with suppress(subprocess.TimeoutExpired):
+            self.process.wait(max(grace, 0))
         kill_group(self.pid, signal.SIGKILL)
         self.process.wait()
 
