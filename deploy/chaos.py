@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from deploy.cluster import Cluster
 from petstore.client import Client, PetStatus
 from petstore.client_errors import PetstoreClientError
@@ -47,12 +49,14 @@ CLIENT = {"max_retries": 30, "backoff": 0.25, "max_sleep": 2.0, "timeout": 10.0}
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One call of a worker: what, when (monotonic seconds), and whether it failed."""
+    """One call of a worker: what, when (monotonic seconds), whether it failed, and
+    the status of each HTTP answer it got (0 for an attempt that got none)."""
 
     kind: str
     started: float
     ended: float
     failed: bool
+    answers: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -79,7 +83,16 @@ def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event
     """Creates (6 in 10), reads of its own animals (2), and lists of up to 250
     animals following ``rel="next"`` (2), until ``stop``; records every outcome."""
     rng = random.Random(index)
-    hooks = {"request": [lambda _request: ledger.requests.append(time.monotonic())]}
+    answers: list[int] = []
+
+    def sent(_request: object) -> None:
+        ledger.requests.append(time.monotonic())
+        answers.append(0)
+
+    def answered(response: httpx.Response) -> None:
+        answers[-1] = response.status_code
+
+    hooks = {"request": [sent], "response": [answered]}
     mine: list[int] = []
     with Client(url, api_key=key, event_hooks=hooks, **CLIENT) as client:  # type: ignore[arg-type]
         for n in itertools.count():
@@ -88,6 +101,7 @@ def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event
             kind = ("create",) * 6 + ("read",) * 2 + ("list",) * 2
             what = kind[n % 10] if mine else "create"
             started = time.monotonic()
+            answers.clear()
             try:
                 if what == "create":
                     name, status = f"chaos-{index}-{n}", rng.choice(list(PetStatus))
@@ -107,7 +121,8 @@ def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event
             except (PetstoreClientError, OSError) as exc:
                 failed = True
                 ledger.errors.append(f"{what}: {type(exc).__name__}: {exc}")
-            ledger.operations.append(Operation(what, started, time.monotonic(), failed))
+            ended = time.monotonic()
+            ledger.operations.append(Operation(what, started, ended, failed, tuple(answers)))
 
 
 @contextmanager
@@ -215,14 +230,18 @@ def report(
     *,
     out: Any = sys.stdout,
 ) -> dict[str, int]:
-    """Print one row per fault window and the last line; returns the counts."""
+    """Print one row per fault window and the last line; returns the counts.
+
+    An operation counts in the window it ended in: one that started just before a
+    fault and waited through it is that fault's. ``requests`` are the HTTP requests
+    sent in the window, the client's retries included."""
     print(
         "\n| fault | seconds | requests | operations | failed after retries "
         "| longest without a write (s) | p99 (ms) | max (ms) |\n|---|---|---|---|---|---|---|---|",
         file=out,
     )
     for window in windows:
-        ops = [op for op in ledger.operations if window.started <= op.started < window.ended]
+        ops = [op for op in ledger.operations if window.started <= op.ended < window.ended]
         requests = sum(window.started <= t < window.ended for t in ledger.requests)
         writes = sorted(
             op.ended for op in ledger.operations
@@ -244,6 +263,9 @@ def report(
     failed = sum(op.failed for op in ledger.operations)
     unacknowledged = sum(name in stored for name in ledger.attempted - ledger.acknowledged.keys())
     print(f"\nAnimals stored without a 201 reaching the client: {unacknowledged}.", file=out)
+    for op in sorted(ledger.operations, key=lambda op: op.started - op.ended)[:5]:
+        statuses = " ".join(str(status or "no answer") for status in op.answers)
+        print(f"  slowest: {op.kind} {op.ended - op.started:.2f} s, answers: {statuses}", file=out)
     for error in ledger.errors[:10]:
         print(f"  failed: {error}", file=out)
     counts = {
