@@ -230,6 +230,8 @@ class LiveServer:
         self.env.update(
             {"PETSTORE_DATABASE_URL": self.database_url, "PETSTORE_PORT": str(self.port)}
         )
+        # What a killed server leaves in its temporary folder stays in the test's.
+        self.env["TMPDIR"] = str(root)
         self.env.update(env or {})
         self.root = root
         self.process: subprocess.Popen[bytes] | None = None
