@@ -200,14 +200,17 @@ class Cluster:
         )
         wait_for(lambda: listening(self.lb_port), what="HAProxy")
 
-    def lb_states(self) -> dict[str, str]:
-        """Each instance's state in HAProxy's backend (``UP``, ``DOWN``, ...), read
-        from its runtime API."""
+    def lb_command(self, command: str) -> str:
+        """HAProxy's answer to one runtime-API ``command`` (``show stat``, ``set
+        server petstore/i1 state drain``, ...)."""
         with socket.socket(socket.AF_UNIX) as api:
             api.connect(str(self.root / "haproxy.sock"))
-            api.sendall(b"show stat\n")
-            data = b"".join(iter(lambda: api.recv(65536), b""))
-        rows = csv.DictReader(data.decode().removeprefix("# ").splitlines())
+            api.sendall(command.encode() + b"\n")
+            return b"".join(iter(lambda: api.recv(65536), b"")).decode()
+
+    def lb_states(self) -> dict[str, str]:
+        """Each instance's state in HAProxy's backend (``UP``, ``DOWN``, ``MAINT``...)."""
+        rows = csv.DictReader(self.lb_command("show stat").removeprefix("# ").splitlines())
         return {row["svname"]: row["status"] for row in rows if row["svname"].startswith("i")}
 
     def wait_in_rotation(self, indexes: range | list[int], *, seconds: float = 30) -> None:

@@ -60,6 +60,9 @@ def test_one_of_each_fault_loses_duplicates_and_fails_nothing(root: Path) -> Non
 
 
 def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
+    """``make cluster`` then ``make cluster-down``, from the recorded state: the
+    service answers through HAProxy (and HAProxy's own answers are Error bodies, D10),
+    then no process of any of its process groups and none of its ports is left."""
     topology = cluster.Cluster(root, instances=2)
     key = topology.up()
     try:
@@ -68,6 +71,19 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         assert response.json() == []
         assert topology.lb_states() == {"i1": "UP", "i2": "UP"}
         assert topology.postgres.primary() == 0
+        for name in ("i1", "i2"):  # no instance in rotation: HAProxy's own answer
+            topology.lb_command(f"set server petstore/{name} state maint")
+        refused = httpx.get(f"{topology.url}/pets")
+        assert refused.status_code == 503
+        assert refused.json() == {
+            "code": "unavailable",
+            "message": "no instance can answer now; retry shortly",
+            "status": 503,
+        }
+        assert refused.headers["retry-after"] == "1"
+        assert refused.headers["cache-control"] == "no-store"
+        assert refused.headers["x-content-type-options"] == "nosniff"
+        assert refused.headers["x-request-id"]
         groups, ports = [d.pid for d in topology.daemons()], topology.ports()
     finally:
         left = cluster.down(root)
