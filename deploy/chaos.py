@@ -143,7 +143,7 @@ def load(cluster: Cluster, key: str, workers: int) -> Iterator[Ledger]:
             thread.join(120)
 
 
-def faults(cluster: Cluster, settle: float) -> list[tuple[str, Callable[[], None]]]:
+def faults(cluster: Cluster) -> list[tuple[str, Callable[[], None]]]:
     """The faults of one round, each a name and what breaks and repairs it."""
 
     def kill_instance() -> None:
@@ -199,15 +199,15 @@ def run(
         key = cluster.up()
         print(f"Topology up in {time.monotonic() - started:.1f} s: {cluster.url}", file=out)
         with load(cluster, key, workers) as ledger:
+            began = time.monotonic()
             time.sleep(settle)
-            windows.append(Fault("no fault (baseline)", started := time.monotonic(), started))
+            windows.append(Fault("no fault (baseline)", began, time.monotonic()))
             for _ in range(rounds):
-                for name, fault in faults(cluster, settle):
+                for name, fault in faults(cluster):
                     began = time.monotonic()
                     fault()
                     time.sleep(settle)
                     windows.append(Fault(name, began, time.monotonic()))
-            windows[0] = Fault(windows[0].name, windows[0].started - settle, windows[0].started)
         stored = _stored(cluster, key)
     finally:
         cluster.down()

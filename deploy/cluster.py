@@ -167,11 +167,10 @@ class Cluster:
         if not daemon.alive():
             raise ServerUnavailableError(f"instance {index + 1} exited; see its log")
 
-    def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> float:
+    def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> None:
         """Send ``signum`` to instance ``index`` (SIGKILL: the whole process group) and
-        wait for it to end; returns the seconds it took."""
+        wait for it to end (after its drain, for SIGTERM; killed after 60 s)."""
         daemon = self.instances[index]
-        started = time.monotonic()
         if daemon is not None:
             if signum == signal.SIGKILL:
                 daemon.kill()
@@ -179,7 +178,6 @@ class Cluster:
                 daemon.signal(signum)
                 daemon.reap(grace=60)
         self.instances[index] = None
-        return time.monotonic() - started
 
     def _start_haproxy(self) -> None:
         config = self.root / "haproxy.cfg"
@@ -228,6 +226,7 @@ class Cluster:
         return [d for d in parts if d is not None] + self.postgres.daemons()
 
     def ports(self) -> list[int]:
+        """Every loopback port the topology listens on."""
         return [
             self.lb_port, self.redis_port, *self.instance_ports,
             self.postgres.monitor_port, *self.postgres.node_ports,

@@ -58,6 +58,7 @@ class PostgresPair:
 
     @property
     def monitor_url(self) -> str:
+        """The monitor's database, for reading the nodes' states."""
         return f"postgresql://postgres@127.0.0.1:{self.monitor_port}/pg_auto_failover"
 
     def _env(self) -> dict[str, str]:
