@@ -20,8 +20,6 @@ import pytest
 
 from deploy import chaos, cluster
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def root() -> Iterator[Path]:
@@ -31,6 +29,7 @@ def root() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_one_of_each_fault_loses_duplicates_and_fails_nothing(root: Path) -> None:
     out = io.StringIO()
     counts = chaos.run(
@@ -59,6 +58,7 @@ def test_one_of_each_fault_loses_duplicates_and_fails_nothing(root: Path) -> Non
     ]
 
 
+@pytest.mark.slow
 def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     """``make cluster`` then ``make cluster-down``, from the recorded state: the
     service answers through HAProxy (and HAProxy's own answers are Error bodies, D10),
@@ -93,3 +93,34 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     assert not root.exists()
     assert all(not cluster._group_alive(group) for group in groups)
     assert not any(cluster.listening(port) for port in ports)
+
+
+def test_the_check_counts_what_was_lost_duplicated_or_failed() -> None:
+    """The count the run ends with sees each kind of damage (a check that cannot fail
+    would prove nothing)."""
+    ledger = chaos.Ledger(
+        operations=[
+            chaos.Operation("create", 0.0, 0.1, failed=False, answers=(201,)),
+            chaos.Operation("list", 0.1, 0.2, failed=True, answers=(503, 0)),
+        ],
+        acknowledged={
+            "kept": (1, 1, "available"),
+            "gone": (2, 1, "sold"),
+            "changed": (3, 2, "pending"),
+        },
+        attempted={"kept", "gone", "changed", "twice", "unanswered"},
+    )
+    stored = {
+        "kept": [(1, 1, "available")],
+        "changed": [(3, 2, "sold")],
+        "twice": [(4, 1, "available"), (5, 1, "available")],
+        "unanswered": [(6, 1, "available")],
+    }
+    out = io.StringIO()
+    counts = chaos.report(ledger, [chaos.Fault("window", 0.0, 1.0)], stored, out=out)
+    assert counts == {"acknowledged": 3, "lost": 2, "duplicated": 1, "failed": 1}
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "chaos: acknowledged 3, lost 2, duplicated 1, failed 1"
+    assert "| window | 1.0 | 0 | 2 | 1 | 0.90 | 100 | 100 |" in lines
+    assert "Animals stored without a 201 reaching the client: 2." in lines
+    assert "  slowest: create 0.10 s, answers: 201" in lines
