@@ -79,6 +79,11 @@ class Cluster:
         """Start everything, migrate, create an API key; returns the key once every
         instance is in HAProxy's rotation. Raises ServerUnavailableError (after
         stopping what started) when a part does not come up."""
+        if listening(self.lb_port):
+            raise ServerUnavailableError(
+                f"port {self.lb_port} is taken: choose another with --port (make cluster "
+                'ARGS="--port 8090")'
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # the postgres user keeps its nodes under it
         (self.root / "tmp").mkdir(exist_ok=True)
@@ -311,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(
         STATE_DIR, instances=args.instances, environment=args.environment, port=args.port
     )
-    key = cluster.up()
+    try:
+        key = cluster.up()
+    except ServerUnavailableError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
     print(
         f"Petstore ({args.environment}) at {cluster.url}: HAProxy in front of "
         f"{args.instances} instances, PostgreSQL primary + synchronous secondary "
