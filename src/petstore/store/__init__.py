@@ -84,7 +84,7 @@ class Store(Protocol):
     #: has no such operation) and every new id is above every committed one.
     #: SQLite: one writer at a time and AUTOINCREMENT, within this file. Not claimed
     #: for PostgreSQL, whose commit order rests on every writer taking the id-order
-    #: lock, which compatible engines may lack (docs/operations.md, section 8).
+    #: lock, which compatible engines may lack (docs/operations.md, section 9).
     full_pages_are_final: bool
 
     async def open(self) -> None:
