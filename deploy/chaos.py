@@ -39,12 +39,18 @@ from typing import Any
 import httpx
 
 from deploy.cluster import Cluster
-from petstore.client import Client, PetStatus
+from petstore.client import Client, EventHooks, PetStatus
 from petstore.client_errors import PetstoreClientError
 
-#: The client's own retry budget: 30 attempts, 0.25 s doubling to at most 2 s apart,
-#: or the service's Retry-After: about 30 s, more than a database failover takes.
-CLIENT = {"max_retries": 30, "backoff": 0.25, "max_sleep": 2.0, "timeout": 10.0}
+
+def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:
+    """A client as the workers use it, with its own retry budget: 30 attempts, 0.25 s
+    doubling to at most 2 s apart, or the service's Retry-After: about 30 s, more than
+    a database failover takes."""
+    return Client(
+        url, api_key=key, max_retries=30, backoff=0.25, max_sleep=2.0, timeout=10.0,
+        event_hooks=hooks,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +98,9 @@ def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event
     def answered(response: httpx.Response) -> None:
         answers[-1] = response.status_code
 
-    hooks = {"request": [sent], "response": [answered]}
+    hooks: EventHooks = {"request": [sent], "response": [answered]}
     mine: list[int] = []
-    with Client(url, api_key=key, event_hooks=hooks, **CLIENT) as client:  # type: ignore[arg-type]
+    with client(url, key, hooks) as petstore:
         for n in itertools.count():
             if stop.is_set():
                 return
@@ -106,16 +112,16 @@ def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event
                 if what == "create":
                     name, status = f"chaos-{index}-{n}", rng.choice(list(PetStatus))
                     ledger.attempted.add(name)
-                    pet = client.create_pet(
+                    pet = petstore.create_pet(
                         name, category_id=1 + n % 7, status=status, idempotency_key=name
                     )
                     ledger.acknowledged[name] = (pet.id, 1 + n % 7, str(status))
                     mine.append(pet.id)
                 elif what == "read":
-                    client.get_pet(rng.choice(mine))
+                    petstore.get_pet(rng.choice(mine))
                 else:
                     status = rng.choice(list(PetStatus))
-                    for _ in itertools.islice(client.iter_pets(status, limit=100), 250):
+                    for _ in itertools.islice(petstore.iter_pets(status, limit=100), 250):
                         pass
                 failed = False
             except (PetstoreClientError, OSError) as exc:
@@ -217,8 +223,8 @@ def run(
 def _stored(cluster: Cluster, key: str) -> dict[str, list[tuple[int, int, str]]]:
     """Every animal in the store by name, read through the service."""
     stored: dict[str, list[tuple[int, int, str]]] = {}
-    with Client(cluster.url, api_key=key, **CLIENT) as client:  # type: ignore[arg-type]
-        for pet in client.iter_pets(limit=100):
+    with client(cluster.url, key) as petstore:
+        for pet in petstore.iter_pets(limit=100):
             stored.setdefault(pet.name, []).append((pet.id, pet.category_id, str(pet.status)))
     return stored
 

@@ -120,8 +120,7 @@ class Cluster:
         """An instance's environment: ours without PETSTORE_*, the deployment's file,
         then the loopback's differences (address, secrets folder, one worker)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
-        values = dotenv_values(HERE / self.environment / "petstore.env")
-        env.update({k: v for k, v in values.items() if v is not None})
+        env.update(self._settings_file("petstore.env"))
         env.update(
             PETSTORE_HOST="127.0.0.1",
             PETSTORE_WORKERS="1",
@@ -130,6 +129,11 @@ class Cluster:
         )
         env.update(self.overrides)
         return env
+
+    def _settings_file(self, name: str) -> dict[str, str]:
+        """The variables of ``deploy/<environment>/<name>``."""
+        values = dotenv_values(HERE / self.environment / name)
+        return {k: v for k, v in values.items() if v is not None}
 
     def _petstore(self, *args: str) -> str:
         result = subprocess.run(  # noqa: S603 - our own argv
@@ -190,8 +194,7 @@ class Cluster:
             f"    server i{i + 1} 127.0.0.1:{port}\n" for i, port in enumerate(self.instance_ports)
         )
         config.write_text((HERE / "haproxy.cfg").read_text() + servers)
-        values = dotenv_values(HERE / self.environment / "haproxy.env")
-        env = {**os.environ, **{k: v for k, v in values.items() if v is not None}}
+        env = {**os.environ, **self._settings_file("haproxy.env")}
         env.update(
             PETSTORE_LB_BIND=f"127.0.0.1:{self.lb_port}",
             PETSTORE_LB_STATS_SOCKET=str(self.root / "haproxy.sock"),

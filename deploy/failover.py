@@ -18,6 +18,7 @@ import shutil
 import subprocess
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -137,12 +138,7 @@ class PostgresPair:
         return name in self.states()
 
     def _monitor_answers(self) -> bool:
-        try:
-            with psycopg.connect(self.monitor_url, connect_timeout=1) as connection:
-                connection.execute("SELECT 1")
-        except psycopg.Error:
-            return False
-        return True
+        return _ask(self.monitor_url, "SELECT 1") is not None
 
     def states(self) -> dict[str, tuple[str, str]]:
         """Each node's (reported, assigned) state as the monitor sees it."""
@@ -172,13 +168,8 @@ class PostgresPair:
         """Wait until node ``index`` accepts writes (the monitor promoted it)."""
 
         def writable() -> bool:
-            port = self.node_ports[index]
-            url = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}"
-            try:
-                with psycopg.connect(url, connect_timeout=1) as connection:
-                    row = connection.execute("SELECT pg_is_in_recovery()").fetchone()
-            except psycopg.Error:
-                return False
+            url = f"postgresql://postgres@127.0.0.1:{self.node_ports[index]}/{DATABASE}"
+            row = _ask(url, "SELECT pg_is_in_recovery()")
             return row is not None and not row[0]
 
         wait_for(writable, what=f"the promotion of node{index + 1}", seconds=seconds)
@@ -197,3 +188,13 @@ class PostgresPair:
     def daemons(self) -> list[Daemon]:
         """Everything running: the monitor and the nodes that are up."""
         return [d for d in (self.monitor, *self.nodes) if d is not None]
+
+
+def _ask(url: str, query: str) -> tuple[Any, ...] | None:
+    """The first row of ``query`` at ``url``, or None when the server does not answer
+    within a second (or the query has no row)."""
+    try:
+        with psycopg.connect(url, connect_timeout=1) as connection:
+            return connection.execute(query).fetchone()
+    except psycopg.Error:
+        return None
