@@ -19,9 +19,12 @@ serve: $(STAMP)
 ## test: lint, type-check, lint the OpenAPI document and run the whole test suite (schemathesis included)
 test: lint typecheck lint-openapi unit
 
+## lint: ruff, the layer contracts (import-linter) and every imported distribution declared (deptry)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests deploy
-	$(BIN)/ruff format --check src tests deploy
+	$(BIN)/ruff check src tests deploy bench
+	$(BIN)/ruff format --check src tests deploy bench
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/deptry .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -40,7 +40,7 @@ import httpx
 
 from deploy.cluster import Cluster
 from petstore.client import Client, EventHooks, PetStatus
-from petstore.client_errors import PetstoreClientError
+from petstore.client.errors import PetstoreClientError
 
 
 def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:

@@ -26,11 +26,12 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from petstore import db, docs, keys
-from petstore.app import create_app
-from petstore.config import Settings
-from petstore.service import Service
-from petstore.store import open_store
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.http import docs
+from petstore.server.http.pipeline import Service
+from petstore.server.rules import keys
+from petstore.server.store import migrate, open_store
 from tests import servers
 from tests.conformance import Conformance
 
@@ -70,7 +71,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file migrated once per run; each test gets a copy."""
     path = tmp_path_factory.mktemp("template") / "petstore.db"
-    db.upgrade(f"sqlite:///{path}")
+    migrate.upgrade(f"sqlite:///{path}")
     return path
 
 
@@ -85,7 +86,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def postgres_run_database() -> Iterator[str]:
     """This test run's own PostgreSQL database: created, migrated, dropped at the end."""
     with postgres_database() as url:
-        db.upgrade(url)
+        migrate.upgrade(url)
         yield url
 
 
@@ -105,7 +106,7 @@ def database_url(
         yield f"sqlite:///{path}"
     elif request.node.get_closest_marker("own_database"):
         with postgres_database() as url:
-            db.upgrade(url)
+            migrate.upgrade(url)
             yield url
     else:
         url = request.getfixturevalue("postgres_run_database")

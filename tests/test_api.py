@@ -13,11 +13,12 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from petstore import errors, pets
-from petstore.app import create_app
-from petstore.config import Settings
-from petstore.pagination import PageCache
 from petstore.schemas import PetStatus
+from petstore.server import errors
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.rules import pets
+from petstore.server.rules.pagination import PageCache
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from petstore import errors
-from petstore.asgi import BODY_CHECK_SECONDS, BodyReader, Exchange
+from petstore.server import errors
+from petstore.server.http.exchange import BODY_CHECK_SECONDS, BodyReader, Exchange
 
 
 def _stalled_exchange(first: bytes) -> Exchange:

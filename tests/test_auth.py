@@ -21,9 +21,9 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from petstore.app import create_app
-from petstore.cli import main
-from petstore.config import Settings
+from petstore.cli.main import main
+from petstore.server.app import create_app
+from petstore.server.config import Settings
 from tests.conformance import Conformance
 from tests.conftest import FakeClock
 

@@ -32,8 +32,8 @@ from click.testing import CliRunner, Result
 from psycopg.conninfo import conninfo_to_dict
 
 from deploy.processes import program
-from petstore import db
-from petstore.cli import main
+from petstore.cli.main import main
+from petstore.server.store import migrate
 from tests.conftest import LiveServer, postgres_admin_url, run_sql
 
 pytestmark = pytest.mark.slow  # four real petstore serve processes per drill
@@ -349,7 +349,7 @@ def test_sqlite_restore_drill_as_documented(tmp_path: Path, backup_command: str)
         check = "PRAGMA integrity_check; SELECT version_num FROM alembic_version; "
         check += "SELECT count(*) FROM pets;"
         rows = sqlite_rows(backup)
-        assert sqlite3_command(backup, check) == ["ok", db.head_revision(), str(len(rows))]
+        assert sqlite3_command(backup, check) == ["ok", migrate.head_revision(), str(len(rows))]
         check_backup_rows(rows, drill)
         after_the_backup(server, url, drill)
 
@@ -367,7 +367,10 @@ def test_sqlite_restore_drill_as_documented(tmp_path: Path, backup_command: str)
         stop_with_sigterm(server)  # step 1
         assert not database.with_name("petstore.db-wal").exists()  # folded back, as it says
         database.rename(database.with_name("petstore.db.broken"))  # step 2
-        for leftover in ("petstore.db-wal", "petstore.db-shm"):  # step 3
+        for leftover in (
+            "petstore.db-wal",
+            "petstore.db-shm",
+        ):  # step 3
             database.with_name(leftover).unlink(missing_ok=True)
         shutil.copyfile(backup, database)  # step 4
         counter = (
@@ -451,7 +454,7 @@ def restore(cluster: PostgresCluster, dump: Path, name: str) -> str:
     url = createdb(cluster, name)
     run(_client("pg_restore"), "-d", url, "--no-owner", str(dump))
     upgraded = petstore(url, "db", "upgrade")
-    assert upgraded.stdout == f"Database is at revision {db.head_revision()}.\n"
+    assert upgraded.stdout == f"Database is at revision {migrate.head_revision()}.\n"
     return url
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from petstore import errors
-from petstore.batch import MAX_BATCH, Batcher, TurnBatcher
+from petstore.server import errors
+from petstore.server.store.batch import MAX_BATCH, Batcher, TurnBatcher
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:

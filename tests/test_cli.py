@@ -19,10 +19,11 @@ import pytest
 from click.testing import CliRunner, Result
 from starlette.testclient import TestClient
 
-from petstore import __version__, db
-from petstore.app import create_app
-from petstore.cli import main
-from petstore.config import load_settings
+from petstore import __version__
+from petstore.cli.main import main
+from petstore.server.app import create_app
+from petstore.server.config import load_settings
+from petstore.server.store import migrate
 
 KEY_RE = re.compile(r"petstore_[A-Za-z0-9_-]{43}")
 LIST_COLUMNS = ["ID", "NAME", "PREFIX", "SCOPES", "RATE-LIMIT", "CREATED", "EXPIRES", "REVOKED"]
@@ -308,7 +309,7 @@ def test_db_upgrade_creates_the_folder_and_file_and_is_idempotent(tmp_path: Path
     first = runner.invoke(main, ["db", "upgrade"])
     assert first.exit_code == 0, first.output
     assert path.is_file()
-    assert db.head_revision() in first.stdout
+    assert migrate.head_revision() in first.stdout
     key = create_key(runner)
     second = runner.invoke(main, ["db", "upgrade"])
     assert second.exit_code == 0, second.output
@@ -318,7 +319,7 @@ def test_db_upgrade_creates_the_folder_and_file_and_is_idempotent(tmp_path: Path
         (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
     conn.close()
     assert {"pets", "api_keys", "alembic_version"} <= tables
-    assert version == db.head_revision()
+    assert version == migrate.head_revision()
     assert [r["prefix"] for r in listed_json(runner)] == [key[:17]]
 
 
@@ -516,16 +517,16 @@ def test_help_lists_the_commands() -> None:
 
 
 def test_the_command_does_not_load_the_http_application() -> None:
-    # The CLI goes through petstore.keys and petstore.logs; the HTTP layer is granian's
-    # workers' business ("petstore.app:app_from_environment"), not the command's.
+    # The CLI goes through the rules and the store; the HTTP layer is granian's
+    # workers' business ("petstore.server.app:app_from_environment"), not the command's.
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, petstore.cli; print(*sorted(sys.modules))"],
+        [sys.executable, "-c", "import sys, petstore.cli.main; print(*sorted(sys.modules))"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    assert "petstore.cli" in loaded
-    assert "petstore.app" not in loaded
+    assert "petstore.cli.main" in loaded
+    assert "petstore.server.app" not in loaded
 
 
 @pytest.mark.parametrize(

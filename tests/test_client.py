@@ -21,10 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from petstore import keys
-from petstore.app import create_app
 from petstore.client import AsyncClient, Client, Page
-from petstore.client_errors import (
+from petstore.client.errors import (
     AuthenticationError,
     BadRequestError,
     ConflictError,
@@ -37,9 +35,11 @@ from petstore.client_errors import (
     ServiceNotFoundError,
     TransportError,
 )
-from petstore.config import Settings
 from petstore.schemas import Pet, PetStatus
-from petstore.store import open_store
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.rules import keys
+from petstore.server.store import open_store
 from tests.conftest import FakeClock, LiveServer, lifespan
 
 DEPRECATED = r"2030-12-05.*GET /v1/pets with the status filter"

@@ -1,5 +1,5 @@
 """Settings from ``PETSTORE_*`` variables, validated once (D13, D17, D19), and the
-database URL rules of ``petstore.db``."""
+database URL rules of ``petstore.server.store.migrate``."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from petstore import config, db
-from petstore.cli import main
-from petstore.config import (
+from petstore.cli.main import main
+from petstore.server import config
+from petstore.server.config import (
     DEFAULT_CURSOR_SECRET,
     Environment,
     Settings,
     SettingsError,
     load_settings,
 )
+from petstore.server.store import migrate
 
 PRIVATE_SECRET = "x" * 32
 
@@ -263,14 +264,14 @@ def test_a_setting_is_read_from_its_file_in_the_secrets_dir(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (tmp_path / "petstore_cursor_secret").write_text(PRIVATE_SECRET)
-    (tmp_path / "petstore_database_url").write_text("postgresql://u:pw@db.internal/petstore")
+    (tmp_path / "petstore_database_url").write_text("postgresql://u:pw@migrate.internal/petstore")
     (tmp_path / "petstore_redis_url").write_text("redis://:pw@cache.internal:6379/0")
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
     monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
     settings = load_settings()
     assert settings.secrets_dir == tmp_path
     assert settings.cursor_secret.get_secret_value() == PRIVATE_SECRET
-    assert settings.database_url == "postgresql://u:pw@db.internal/petstore"
+    assert settings.database_url == "postgresql://u:pw@migrate.internal/petstore"
     assert settings.redis_url == "redis://:pw@cache.internal:6379/0"
 
 
@@ -343,12 +344,15 @@ def test_a_missing_secrets_dir_makes_the_cli_exit_2(tmp_path: Path) -> None:
     [
         ("sqlite:///data/petstore.db", Path("data/petstore.db")),
         ("sqlite:////srv/petstore/petstore.db", Path("/srv/petstore/petstore.db")),
-        ("sqlite:///petstore.db?timeout=5", Path("petstore.db")),
+        (
+            "sqlite:///petstore.db?timeout=5",
+            Path("petstore.db"),
+        ),
     ],
 )
 def test_sqlite_path_of_a_file_url(url: str, path: Path) -> None:
     assert config.sqlite_path(url) == path
-    assert db.sqlalchemy_url(url) == f"sqlite:///{path}"
+    assert migrate.sqlalchemy_url(url) == f"sqlite:///{path}"
 
 
 @pytest.mark.parametrize(
@@ -366,7 +370,7 @@ def test_in_memory_or_pathless_sqlite_is_refused(url: str) -> None:
     with pytest.raises(config.UnsupportedDatabaseError):
         config.sqlite_path(url)
     with pytest.raises(config.UnsupportedDatabaseError):
-        db.sqlalchemy_url(url)
+        migrate.sqlalchemy_url(url)
 
 
 def test_in_memory_sqlite_is_refused_with_a_reason() -> None:
@@ -387,7 +391,7 @@ def test_in_memory_sqlite_is_refused_with_a_reason() -> None:
 def test_other_schemes_are_not_sqlite_and_are_unsupported(url: str) -> None:
     assert config.sqlite_path(url) is None
     with pytest.raises(config.UnsupportedDatabaseError, match="unsupported"):
-        db.sqlalchemy_url(url)
+        migrate.sqlalchemy_url(url)
 
 
 def test_settings_sqlite_path_follows_the_database_url(tmp_path: Path) -> None:
@@ -401,5 +405,5 @@ def test_upgrade_refuses_an_in_memory_database_without_creating_anything(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(config.UnsupportedDatabaseError):
-        db.upgrade("sqlite:///:memory:")
+        migrate.upgrade("sqlite:///:memory:")
     assert list(tmp_path.iterdir()) == []

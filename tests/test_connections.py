@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from petstore import db
+from petstore.server.store import migrate
 from tests.conftest import LiveServer, postgres_database
 
 LARGE = b'{"name": "' + b"x" * (65 * 1024) + b'", "categoryId": 1}'
@@ -28,7 +28,7 @@ def server(
         live.stop()
         return
     with postgres_database() as url:
-        db.upgrade(url)
+        migrate.upgrade(url)
         live = LiveServer(root, env={"PETSTORE_DATABASE_URL": url})
         live.start()
         yield live

@@ -28,7 +28,7 @@ import httpx2
 import pytest
 
 from bench.servers import child_pids
-from petstore import db
+from petstore.server.store import migrate
 from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
 
 pytestmark = pytest.mark.slow
@@ -111,7 +111,7 @@ def _serving(backend: str, root: Path, env: dict[str, str] | None = None) -> Ite
     with ExitStack() as stack:
         if backend == "postgres":
             url = stack.enter_context(postgres_database())
-            db.upgrade(url)
+            migrate.upgrade(url)
             env["PETSTORE_DATABASE_URL"] = url
         server = CrashableServer(root, env=env)
         stack.callback(server.close)
@@ -482,7 +482,7 @@ def _poll(server: CrashableServer, path: str, *, want: int, timeout: float) -> f
 def test_postgres_unreachable_is_503_then_recovers_by_itself(tmp_path: Path) -> None:
     with ExitStack() as stack:
         url = stack.enter_context(postgres_database())
-        db.upgrade(url)
+        migrate.upgrade(url)
         port = urlsplit(url).port
         assert port is not None
         proxy = TcpProxy(port)

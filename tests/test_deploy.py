@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from petstore import db
-from petstore.app import create_app
-from petstore.cli import main
-from petstore.config import Settings
+from petstore.cli.main import main
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.store import migrate
 from tests.conftest import run_sql
 
 
@@ -80,14 +80,14 @@ def test_the_revisions_read_from_file_names_are_alembics() -> None:
     from alembic.script import ScriptDirectory
 
     config = Config()
-    config.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
+    config.set_main_option("script_location", str(Path(migrate.__file__).with_name("migrations")))
     scripts = ScriptDirectory.from_config(config)
     chain = [script.revision for script in reversed(list(scripts.walk_revisions()))]
-    assert db.revisions() == tuple(chain)
+    assert migrate.revisions() == tuple(chain)
     assert len(chain) >= 2
     for older, newer in pairwise(chain):
         assert scripts.get_revision(newer).down_revision == older
     for script in scripts.walk_revisions():
         assert Path(script.path).name.startswith(f"{script.revision}_")
-    assert db.head_revision() == scripts.get_current_head()
-    assert db.older_revisions() == frozenset(chain[:-1])
+    assert migrate.head_revision() == scripts.get_current_head()
+    assert migrate.older_revisions() == frozenset(chain[:-1])

@@ -13,8 +13,8 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from petstore.app import create_app
-from petstore.config import Settings
+from petstore.server.app import create_app
+from petstore.server.config import Settings
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 

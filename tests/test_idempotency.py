@@ -17,9 +17,9 @@ import httpx2 as httpx
 import pytest
 from starlette.testclient import TestClient
 
-from petstore.app import create_app
-from petstore.config import Settings
-from petstore.store.postgres import ID_ORDER_LOCK
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.store.postgres import ID_ORDER_LOCK
 from tests.conftest import NOW, FakeClock, run_sql
 
 REX = b'{"name":"Rex","categoryId":1}'

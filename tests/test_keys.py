@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from petstore import keys
-from petstore.store import ApiKey, open_store
+from petstore.server.rules import keys
+from petstore.server.store import ApiKey, open_store
 from tests.conftest import NOW, run_sql
 
 KEY_RE = re.compile(r"petstore_[A-Za-z0-9_-]{43}")

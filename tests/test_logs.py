@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from petstore import accesslines, logs
+from petstore.server.telemetry import accesslines, logs
 
 #: A JSON access line's fields, in their order, when every one has a value.
 JSON_FIELDS = [

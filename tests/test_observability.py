@@ -13,10 +13,10 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from petstore import logs
-from petstore.app import create_app
-from petstore.config import Settings, SettingsError, load_settings
-from petstore.metrics import Metrics
+from petstore.server.app import create_app
+from petstore.server.config import Settings, SettingsError, load_settings
+from petstore.server.telemetry import logs
+from petstore.server.telemetry.metrics import Metrics
 from tests.conftest import LiveServer, free_port
 from tests.test_logs import JSON_FIELDS
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from openapi_spec_validator import validate
 from starlette.testclient import TestClient
 
-from petstore.cli import main
+from petstore.cli.main import main
 
 
 @pytest.fixture

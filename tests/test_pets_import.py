@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from petstore.cli import main
+from petstore.cli.main import main
 from tests.conftest import LiveServer, all_pets
 
 

@@ -25,10 +25,12 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from petstore import errors, keys, parsing
-from petstore.config import Settings
-from petstore.pagination import CursorSigner
 from petstore.schemas import PetStatus
+from petstore.server import errors
+from petstore.server.config import Settings
+from petstore.server.http import parsing
+from petstore.server.rules import keys
+from petstore.server.rules.pagination import CursorSigner
 from tests.conftest import run_sql
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

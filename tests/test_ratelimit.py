@@ -20,10 +20,10 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from petstore import db
-from petstore.app import create_app
-from petstore.config import Settings
-from petstore.service import Service
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.http.pipeline import Service
+from petstore.server.store import migrate
 from tests.conformance import Conformance
 from tests.conftest import (
     FakeClock,
@@ -452,7 +452,7 @@ def test_two_served_instances_share_one_redis_budget(
     tmp_path_factory: pytest.TempPathFactory, fresh_redis: str
 ) -> None:
     with postgres_database() as url:
-        db.upgrade(url)
+        migrate.upgrade(url)
         env = {
             "PETSTORE_DATABASE_URL": url,
             "PETSTORE_REDIS_URL": fresh_redis,

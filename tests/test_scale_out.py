@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from petstore import db
+from petstore.server.store import migrate
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
 SECRET = "scale-out-test-cursor-secret-0123456789abcdef"
@@ -22,7 +22,7 @@ SECRET = "scale-out-test-cursor-secret-0123456789abcdef"
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer, str]]:
     """Two instances on one fresh PostgreSQL database, and a key both accept."""
     with postgres_database() as url:
-        db.upgrade(url)
+        migrate.upgrade(url)
         env = {"PETSTORE_DATABASE_URL": url, "PETSTORE_CURSOR_SECRET": SECRET}
         servers = []
         for name in ("a", "b"):

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from petstore import db, keys
-from petstore.app import create_app
-from petstore.config import Settings
+from petstore.server.app import create_app
+from petstore.server.config import Settings
+from petstore.server.rules import keys
+from petstore.server.store import migrate
 from tests.conftest import NOW, postgres_database, run_sql
 
 REX = {"name": "Rex", "categoryId": 1}
@@ -111,14 +112,14 @@ def test_keys_made_before_scopes_existed_keep_both_and_the_default_limit(
             url = f"sqlite:///{tmp_path / 'previous.db'}"
         else:
             url = stack.enter_context(postgres_database())
-        db.upgrade(url, to="0002")
+        migrate.upgrade(url, to="0002")
         key = keys.generate()
         run_sql(
             url,
             "INSERT INTO api_keys (name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?)",
             ("previous", keys.visible_prefix(key), keys.hash_key(key), NOW.isoformat()),
         )
-        db.upgrade(url)
+        migrate.upgrade(url)
         client = stack.enter_context(TestClient(create_app(Settings(database_url=url))))
         assert client.post("/v1/pets", json=REX, headers=bearer(key)).status_code == 201
         listed = client.get("/v1/pets", headers=bearer(key))

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from bench.servers import child_pids
-from petstore import db
+from petstore.server.store import migrate
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +78,7 @@ def _served(
         env = dict(env or {})
         if backend == "postgres":
             url = stack.enter_context(postgres_database())
-            db.upgrade(url)
+            migrate.upgrade(url)
             env["PETSTORE_DATABASE_URL"] = url
         server = LiveServer(root, env=env)
         server.start(*args)
@@ -173,11 +173,14 @@ def test_the_worker_app_keeps_its_long_lived_objects_out_of_collections(tmp_path
     in a worker."""
     script = (
         "import gc\n"
-        "from petstore.app import app_from_environment\n"
+        "from petstore.server.app import app_from_environment\n"
         "app_from_environment()\n"
         "print(gc.get_freeze_count(), len(gc.get_objects()))\n"
     )
-    env = {**os.environ, "PETSTORE_DATABASE_URL": f"sqlite:///{tmp_path / 'petstore.db'}"}
+    env = {
+        **os.environ,
+        "PETSTORE_DATABASE_URL": f"sqlite:///{tmp_path / 'petstore.db'}",
+    }
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
     )

@@ -22,9 +22,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from bench.servers import child_pids
-from petstore import shutdown
-from petstore.app import create_app
-from petstore.config import Settings
+from petstore.server import shutdown
+from petstore.server.app import create_app
+from petstore.server.config import Settings
 from tests.conformance import Conformance
 from tests.test_crash_safety import CrashableServer, _serving, _wait_gone
 from tests.test_slow_clients import post_head, read_answer

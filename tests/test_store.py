@@ -15,17 +15,18 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from petstore import config, db, errors
 from petstore.schemas import NewPet, PetStatus
-from petstore.store import (
+from petstore.server import config, errors
+from petstore.server.store import (
     IdempotencyClaim,
     SchemaOutOfDateError,
     Store,
     create_store,
+    migrate,
     open_store,
 )
-from petstore.store.postgres import PostgresStore
-from petstore.store.sqlite import SQLiteStore
+from petstore.server.store.postgres import PostgresStore
+from petstore.server.store.sqlite import SQLiteStore
 from tests.conftest import (
     ALL_SCOPES_DEFAULT_LIMIT,
     NOW,
@@ -171,9 +172,9 @@ def test_open_on_a_database_without_schema_raises_and_releases_everything(
 
 def test_open_on_an_old_schema_raises(backend: str, empty_url: str) -> None:
     """A schema at a revision before the newest lacks something this code uses."""
-    db.upgrade(empty_url)
-    run_sql(empty_url, "UPDATE alembic_version SET version_num = ?", (db.revisions()[0],))
-    with pytest.raises(SchemaOutOfDateError, match=db.head_revision()):
+    migrate.upgrade(empty_url)
+    run_sql(empty_url, "UPDATE alembic_version SET version_num = ?", (migrate.revisions()[0],))
+    with pytest.raises(SchemaOutOfDateError, match=migrate.head_revision()):
         asyncio.run(open_store(empty_url))
 
 
@@ -201,7 +202,7 @@ def test_schema_revision_is_the_head_and_none_once_the_version_table_is_gone(
         finally:
             await store.close()
 
-    assert asyncio.run(main()) == (db.head_revision(), None)
+    assert asyncio.run(main()) == (migrate.head_revision(), None)
 
 
 def test_purge_deletes_the_records_created_before_and_counts_them(database_url: str) -> None:

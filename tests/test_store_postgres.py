@@ -13,10 +13,10 @@ from unittest.mock import ANY
 import psycopg
 import pytest
 
-from petstore import db, errors
 from petstore.schemas import NewPet, Pet, PetStatus
-from petstore.store import IdempotencyClaim, IdempotencyRecord, open_store
-from petstore.store.postgres import ID_ORDER_LOCK, PostgresStore
+from petstore.server import errors
+from petstore.server.store import IdempotencyClaim, IdempotencyRecord, migrate, open_store
+from petstore.server.store.postgres import ID_ORDER_LOCK, PostgresStore
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ T = TypeVar("T")
 def migrated_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this module, migrated to head."""
     with postgres_database() as url:
-        db.upgrade(url)
+        migrate.upgrade(url)
         yield url
 
 
@@ -212,12 +212,12 @@ def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None
 
 
 def test_schema_revision_is_the_head_revision(url: str) -> None:
-    assert run(url, PostgresStore.schema_revision) == db.head_revision()
+    assert run(url, PostgresStore.schema_revision) == migrate.head_revision()
 
 
 def test_schema_revision_is_none_once_the_version_table_is_gone() -> None:
     with postgres_database() as own_url:
-        db.upgrade(own_url)
+        migrate.upgrade(own_url)
 
         async def scenario(store: PostgresStore) -> str | None:
             async with await psycopg.AsyncConnection.connect(own_url, autocommit=True) as other:
@@ -244,7 +244,7 @@ def test_open_on_an_unreachable_database_is_unavailable_promptly(unreachable: st
 
 def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() -> None:
     with postgres_database() as gone_url:
-        db.upgrade(gone_url)
+        migrate.upgrade(gone_url)
         name = gone_url.rsplit("/", 1)[1]
 
         def admin(sql: str) -> None:
@@ -264,7 +264,7 @@ def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() 
                 assert time.monotonic() - started < 5
 
             admin(f'CREATE DATABASE "{name}"')
-            await asyncio.to_thread(db.upgrade, gone_url)
+            await asyncio.to_thread(migrate.upgrade, gone_url)
             deadline = time.monotonic() + 15
             while True:
                 try:

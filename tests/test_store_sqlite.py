@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from petstore import errors
 from petstore.schemas import NewPet, PetStatus
-from petstore.store import Store, open_store
+from petstore.server import errors
+from petstore.server.store import Store, open_store
 
 
 @pytest.fixture

@@ -165,7 +165,8 @@ def test_without_an_exporter_nothing_of_opentelemetry_is_loaded(tmp_path: Path) 
     instrumentation; the SDK's trace provider and the OTLP exporter are ours.)"""
     ours = ("opentelemetry.sdk.trace", "opentelemetry.exporter")
     probe = (
-        "import sys; from petstore.app import create_app; from petstore.config import Settings; "
+        "import sys; from petstore.server.app import create_app; "
+        "from petstore.server.config import Settings; "
         f"create_app(Settings(database_url='sqlite:///{tmp_path}/p.db')); "
         f"print(any(name.startswith({ours!r}) for name in sys.modules))"
     )

@@ -2,7 +2,7 @@
 
 The wire types are :class:`Pet`, :class:`NewPet`, :class:`PetStatus` and
 :class:`Error`. The client is :mod:`petstore.client`; the server is built by
-``petstore.app.create_app`` from ``petstore.config.Settings``. Nothing of the
+``petstore.server.app.create_app`` from ``petstore.server.config.Settings``. Nothing of the
 server is imported here, so a client loads none of it.
 """
 

@@ -1,5 +1,5 @@
 """``python -m petstore``: the same as the ``petstore`` command."""
 
-from petstore.cli import main
+from petstore.cli.main import main
 
 main()

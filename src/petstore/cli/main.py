@@ -1,0 +1,131 @@
+"""The ``petstore`` command: serve, API keys, migrations, the OpenAPI document.
+
+Every command reads the same ``PETSTORE_*`` settings as the server. Exit codes:
+0 success, 1 the operation failed (e.g. no such key), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+
+import click
+
+from petstore.cli.keys import keys_group
+from petstore.cli.pets import pets_group
+from petstore.cli.store import settings_or_usage_error, with_store
+from petstore.server import shutdown
+from petstore.server.config import (
+    Environment,
+    UnsupportedDatabaseError,
+)
+from petstore.server.rules import keys
+from petstore.server.store import Store, migrate
+from petstore.server.telemetry import logs
+
+
+@click.group()
+@click.version_option(package_name="petstore")
+def main() -> None:
+    """Petstore: the Pet Store Service Interface v1.0.0 over HTTP/JSON.
+
+    Settings come from PETSTORE_* environment variables (see the README).
+    """
+
+
+@main.command()
+@click.option("--host", help="Address to listen on [PETSTORE_HOST, default 127.0.0.1].")
+@click.option("--port", type=int, help="Port to listen on [PETSTORE_PORT, default 8000].")
+@click.option("--workers", type=int, help="Worker processes [PETSTORE_WORKERS, default 1].")
+@click.option(
+    "--migrate/--no-migrate",
+    default=None,
+    help="Apply pending migrations first [PETSTORE_MIGRATE_ON_START; always for SQLite].",
+)
+def serve(host: str | None, port: int | None, workers: int | None, migrate: bool | None) -> None:
+    """Serve the API at http://HOST:PORT/v1.
+
+    Applies pending migrations to an embedded SQLite database; on PostgreSQL only
+    with --migrate, and refuses to start on an out-of-date schema. Outside
+    production, creates and prints an API key named "dev" when no key is active.
+
+    SIGTERM stops gracefully: /readyz answers 503 for PETSTORE_SHUTDOWN_DRAIN_SECONDS,
+    then requests in flight finish; the process exits within
+    PETSTORE_SHUTDOWN_TIMEOUT_SECONDS. Ctrl-C stops at once, as gracefully.
+    """
+    from granian import Granian
+    from granian.constants import Interfaces
+    from granian.http import HTTP1Settings
+
+    settings = settings_or_usage_error(
+        host=host, port=port, workers=workers, migrate_on_start=migrate
+    )
+    # Workers build their app from the environment: hand them the same settings.
+    for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
+        if value is not None:
+            os.environ[f"PETSTORE_{name}"] = str(value)
+    logs.configure(level=settings.log_level, json=settings.json_logs)
+
+    async def prepare(store: Store) -> str | None:
+        if settings.environment is Environment.PRODUCTION:
+            return None
+        return await keys.ensure_dev_key(store, now=datetime.now(UTC))
+
+    dev_key = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
+    url = f"http://{settings.host}:{settings.port}/v1"
+    if dev_key is not None:
+        click.echo('No active API key: created one named "dev" (shown only now):')
+        click.echo(f"  {dev_key}")
+        click.echo(f'  curl -H "Authorization: Bearer {dev_key}" {url}/pets')
+    click.echo(f"Serving {url} (docs: {url}/docs)")
+    sys.stdout.flush()
+    with shutdown.drain_marker() as marker:  # before Granian: its workers inherit the path
+        drain = shutdown.Drain(seconds=settings.shutdown_drain_seconds, marker=marker)
+        server = Granian(
+            "petstore.server.app:app_from_environment",
+            factory=True,
+            address=settings.host,
+            port=settings.port,
+            interface=Interfaces.ASGI,
+            workers=settings.workers,
+            workers_kill_timeout=shutdown.workers_kill_timeout(settings),
+            log_access=False,
+            http1_settings=HTTP1Settings(
+                header_read_timeout=settings.header_timeout_seconds * 1000
+            ),
+        )
+        server.on_startup(drain.install)
+        try:
+            server.serve()
+        finally:
+            logs.flush()
+
+
+@main.group("db")
+def db_group() -> None:
+    """Database schema migrations."""
+
+
+@db_group.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every pending migration (safe to run again)."""
+    settings = settings_or_usage_error()
+    try:
+        migrate.upgrade(settings.database_url)
+    except (UnsupportedDatabaseError, migrate.UnreachableDatabaseError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Database is at revision {migrate.head_revision()}.")
+
+
+@main.command()
+def openapi() -> None:
+    """Print the served OpenAPI document (JSON)."""
+    from petstore.server.http.docs import openapi_document
+
+    click.echo(json.dumps(openapi_document(settings_or_usage_error()), indent=2))
+
+
+main.add_command(keys_group)
+main.add_command(pets_group)

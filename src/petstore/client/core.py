@@ -1,0 +1,229 @@
+"""What :class:`~petstore.client.Client` and :class:`~petstore.client.AsyncClient`
+share, none of it I/O: the configuration (:class:`ClientBase`), the retry decision
+(:meth:`ClientBase._next`), :class:`Page`, the building of requests and the decoding
+of responses. Nothing here sends, awaits or sleeps; each client sends the request,
+waits the seconds this module names, and hands the response back here to decode.
+Errors raised are those of :mod:`petstore.client.errors`, and ValueError for a bad
+argument."""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Generic, TypeVar
+
+import httpx
+import msgspec
+
+from petstore import __version__
+from petstore.client.errors import (
+    TransportError,
+    raise_for_error,
+    retry_after,
+    service_not_found,
+    unexpected_body,
+)
+from petstore.schemas import Pet, PetStatus
+
+ENV_URL = "PETSTORE_URL"
+ENV_API_KEY = "PETSTORE_API_KEY"
+#: D14: what replaces getPet, and its sunset when a response lacks the header.
+REPLACEMENT = "GET /v1/pets with the status filter (list_pets/iter_pets with status=...)"
+DEFAULT_SUNSET = "2030-12-05"
+
+_RETRY_STATUSES = frozenset({409, 429, 503})
+#: Failures after which the request may or may not have arrived: safe to repeat only
+#: because GETs are safe and a POST carries its Idempotency-Key.
+_TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_pets_decoder = msgspec.json.Decoder(list[Pet])
+_pet_decoder = msgspec.json.Decoder(Pet)
+_T = TypeVar("_T")
+_Transport = TypeVar("_Transport", httpx.BaseTransport, httpx.AsyncBaseTransport)
+EventHooks = Mapping[str, Sequence[Callable[..., Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of ``listPets``: the animals in id order (D7) and the absolute URL of
+    the next page from ``Link: rel="next"``, None on the last page (D9)."""
+
+    pets: list[Pet]
+    next_url: str | None = None
+
+    @property
+    def has_next(self) -> bool:
+        return self.next_url is not None
+
+
+class ClientBase(Generic[_Transport]):
+    """The configuration and the I/O-free parts of a call, shared by both clients.
+
+    ``base_url`` ends in ``/v1``; ``timeout`` is seconds or an ``httpx.Timeout``. A
+    failed call is retried up to ``max_retries`` times; the n-th wait is drawn from 0
+    to ``backoff * 2**n`` seconds, or is the ``Retry-After``, never above ``max_sleep``.
+    ``transport`` and ``event_hooks`` are passed to httpx. Raises ValueError when the
+    base URL or the key is neither given nor in the environment, and when the base URL
+    is the pets collection (ends in ``/v1/pets``) rather than the base.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 10.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_sleep: float = 30.0,
+        transport: _Transport | None = None,
+        event_hooks: EventHooks | None = None,
+    ) -> None:
+        url = base_url or os.environ.get(ENV_URL)
+        key = api_key or os.environ.get(ENV_API_KEY)
+        if not url:
+            raise ValueError(f"no base URL: pass base_url= or set {ENV_URL} (it ends in /v1)")
+        if not key:
+            raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
+        if max_retries < 0:
+            raise ValueError("max_retries must be 0 or more")
+        self.base_url = url.rstrip("/")
+        if self.base_url.endswith("/v1/pets"):
+            raise ValueError(
+                f"{url} is the pets collection; pass the base URL ending in /v1 "
+                f"({self.base_url.removesuffix('/pets')})"
+            )
+        self.max_retries, self.backoff, self.max_sleep = max_retries, backoff, max_sleep
+        headers = {
+            "Authorization": f"Bearer {key}",
+            "Accept": "application/json",
+            "User-Agent": f"petstore-python/{__version__}",
+        }
+        self._connect(
+            transport,
+            base_url=f"{self.base_url}/",
+            headers=headers,
+            timeout=timeout,
+            event_hooks=event_hooks,
+        )
+
+    def _connect(self, transport: _Transport | None, **options: Any) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def _next(
+        self, attempt: int, outcome: httpx.Response | httpx.TransportError
+    ) -> httpx.Response | float:
+        """After attempt ``attempt`` (from 0): the response to hand back, or the seconds
+        to sleep before repeating the request (D15, D16). Stops at a response that is
+        not 409/429/503, when retries are spent, or at a ``Retry-After`` above
+        ``max_sleep`` (the caller gets the error with its ``retry_after``).
+        Raises TransportError when the last attempt had no response, and
+        ServiceNotFoundError for a 404 showing that the base URL is wrong."""
+        if isinstance(outcome, httpx.Response):
+            if (wrong_base := service_not_found(self.base_url, outcome)) is not None:
+                raise wrong_base
+            wait = retry_after(outcome)
+            if (
+                outcome.status_code not in _RETRY_STATUSES
+                or attempt >= self.max_retries
+                or (wait is not None and wait > self.max_sleep)
+            ):
+                return outcome
+        elif isinstance(outcome, _TRANSIENT) and attempt < self.max_retries:
+            wait = None
+        else:
+            raise TransportError(
+                f"no response from {self.base_url} after {attempt + 1} attempt(s): "
+                f"{type(outcome).__name__}: {outcome}",
+                code="transport_error",
+            ) from outcome
+        if wait is None:  # exponential backoff with full jitter
+            wait = random.uniform(0, min(self.max_sleep, self.backoff * 2**attempt))
+        return wait
+
+
+def _decode(response: httpx.Response, decode: Callable[[bytes], _T]) -> _T:
+    """The body of a success; raises the typed error of a failure (D10)."""
+    try:
+        return decode(raise_for_error(response).content)
+    except msgspec.DecodeError as exc:
+        raise unexpected_body(response, exc) from None
+
+
+def decode_pet(response: httpx.Response) -> Pet:
+    """The Pet of a success (createPet, getPet); raises the typed error of a failure."""
+    return _decode(response, _pet_decoder.decode)
+
+
+def decode_page(response: httpx.Response) -> Page:
+    """The :class:`Page` of a listPets success, its ``next_url`` from ``Link``;
+    raises the typed error of a failure."""
+    pets = _decode(response, _pets_decoder.decode)
+    return Page(pets, response.links.get("next", {}).get("url"))
+
+
+def list_params(status: PetStatus | str | None, limit: int | None) -> dict[str, str | int]:
+    """The query of listPets' first page: only the filters given."""
+    params: dict[str, str | int] = {}
+    if status is not None:
+        params["status"] = str(status)
+    if limit is not None:
+        params["limit"] = limit
+    return params
+
+
+def next_params(next_url: str) -> httpx.QueryParams:
+    """The query of a ``rel="next"`` link (limit, status, cursor; D9), sent to our own
+    base URL: a Link pointing at another host never receives the API key."""
+    return httpx.URL(next_url).params
+
+
+def create_request(
+    name: str, category_id: int, status: PetStatus | str | None, idempotency_key: str | None
+) -> tuple[bytes, dict[str, str]]:
+    """The NewPet body and headers of createPet; the key as a structured-field string
+    (D16). Validation of the body is left to the service (one source of the rules).
+    Raises ValueError for a bad key (see :func:`json_request`)."""
+    body: dict[str, object] = {"name": name, "categoryId": category_id}
+    if status is not None:
+        body["status"] = str(status)
+    return json_request(msgspec.json.encode(body), idempotency_key)
+
+
+def json_request(document: bytes, idempotency_key: str | None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of createPet for a NewPet ``document`` sent byte for byte:
+    unknown or repeated members, wrong types and all, for the service to judge
+    (D2-D4). The key (a new uuid4 when None) as a structured-field string (D16).
+    Raises ValueError for a key that is not 1 to 253 printable ASCII characters."""
+    key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
+    if not key or len(key) > 253 or not all(" " <= c <= "~" for c in key):
+        raise ValueError("idempotency_key: 1 to 253 printable ASCII characters (D16)")
+    quoted = key.replace("\\", "\\\\").replace('"', '\\"')
+    headers = {"Content-Type": "application/json", "Idempotency-Key": f'"{quoted}"'}
+    return document, headers
+
+
+def deprecated_pet(response: httpx.Response) -> Pet:
+    """getPet's answer: a DeprecationWarning naming the Sunset date and the replacement
+    (D14, RFC 8594) on every answer but 410, whose GoneError says it instead.
+    ``stacklevel`` points the warning at the line that called ``get_pet``."""
+    if response.status_code != 410:
+        sunset = response.headers.get("sunset")
+        try:
+            date = parsedate_to_datetime(sunset).date().isoformat() if sunset else None
+        except (TypeError, ValueError):
+            date = None
+        warnings.warn(
+            f"get_pet (GET /v1/pets/{{petId}}) is deprecated and will be removed on "
+            f"{date or DEFAULT_SUNSET}; use {REPLACEMENT}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return decode_pet(response)

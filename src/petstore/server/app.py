@@ -1,0 +1,188 @@
+"""``create_app(settings)``: every path the service answers, and what it is built from.
+
+Start reading here. :func:`create_app` builds everything a request needs (nothing at
+import time) and lists the route table; the lifespan only opens and closes
+connections. A request then goes: :mod:`.http.pipeline` (request id, route, errors,
+access log) -> :mod:`.http.operations` (the operation) -> the rules
+(:mod:`.rules.pets`, :mod:`.rules.pagination`, :mod:`.rules.idempotency`,
+:mod:`.rules.auth`, :mod:`.rules.ratelimit`) -> :mod:`.store` (SQL).
+docs/architecture.md draws it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import gc
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import cast
+
+from prometheus_client import start_http_server
+
+from petstore.server import errors, shutdown
+from petstore.server.config import Settings, load_settings
+from petstore.server.http import operations
+from petstore.server.http.docs import DocsPages
+from petstore.server.http.exchange import BodyReader, Exchange
+from petstore.server.http.operations import PetsApi
+from petstore.server.http.pipeline import Service
+from petstore.server.http.routes import Operation, Route
+from petstore.server.rules import pagination, pets
+from petstore.server.rules.auth import KeyVerifier
+from petstore.server.rules.idempotency import TTL, IdempotentCreates
+from petstore.server.rules.ratelimit import RateLimiter
+from petstore.server.store import Store, create_store
+from petstore.server.store.counters import Counters
+from petstore.server.telemetry import logs, tracing
+from petstore.server.telemetry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from petstore.server.telemetry.metrics import Metrics
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The current time, aware, in UTC: the default clock."""
+    return datetime.now(UTC)
+
+
+def create_app(
+    settings: Settings, *, clock: Clock = utc_now, drain_marker: str | None = None
+) -> Service:
+    """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
+    idempotency records (D16) and key expiry; once the file ``drain_marker`` exists,
+    ``/readyz`` answers 503 (:mod:`petstore.server.shutdown`). The database must already be
+    migrated (``petstore db upgrade``); the lifespan connects to it.
+    """
+    store = create_store(settings.database_url, pool_size=settings.database_pool_size)
+    traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
+    if traces is not None:
+        system = "sqlite" if settings.sqlite_path is not None else "postgresql"
+        store = cast(Store, tracing.TracedStore(store, traces.tracer, system=system))
+    rate_limiter = (
+        RateLimiter(settings.rate_limit, counters=Counters(settings.redis_url))
+        if settings.rate_limit_enabled
+        else None
+    )
+    metrics = Metrics()
+    metrics.watch_pool(store.pool_stats)
+    pets_api = PetsApi(
+        store=store,
+        verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
+        pages=pagination.Pages(
+            store, pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode())
+        ),
+        bodies=BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
+        idempotency=IdempotentCreates(),
+        rate_limiter=rate_limiter,
+        clock=clock,
+        check_sunset=pets.sunset_check(None if clock is utc_now else clock),
+        deprecation_date=settings.deprecation_date,
+        metrics=metrics,
+        drain_marker=drain_marker,
+    )
+    docs = DocsPages(settings)
+
+    async def metrics_page(exchange: Exchange) -> None:
+        """Prometheus metrics, no key (keep this path off the public load balancer)."""
+        await exchange.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
+
+    routes = [
+        Route(
+            "/v1/pets",
+            GET=Operation("listPets", pets_api.list_pets),
+            POST=Operation("createPet", pets_api.create_pet),
+        ),
+        Route("/v1/pets/{petId}", GET=Operation("getPet", pets_api.get_pet)),
+        Route("/v1/openapi.json", GET=docs.openapi_json),
+        Route("/v1/docs", GET=docs.docs_page),
+        Route("/v1/docs/init.js", GET=docs.docs_init),
+        Route("/v1/docs/deprecations", GET=docs.deprecations),
+        Route("/v1/docs/assets/{path:path}", GET=docs.assets),
+        Route("/healthz", GET=operations.healthz),
+        Route("/readyz", GET=pets_api.readyz),
+    ]
+    serve_metrics_here = settings.metrics_enabled and settings.metrics_port is None
+    if serve_metrics_here:
+        routes.append(Route("/metrics", GET=metrics_page))
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        await store.open()
+        purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
+        metrics_server = None
+        if settings.metrics_enabled and settings.metrics_port is not None:
+            metrics_server, _ = start_http_server(
+                settings.metrics_port, addr=settings.host, registry=metrics.registry
+            )
+        try:
+            yield
+        finally:
+            if metrics_server is not None:
+                metrics_server.shutdown()
+                metrics_server.server_close()
+            purger.cancel()
+            if rate_limiter is not None:
+                await rate_limiter.close()
+            await store.close()
+            if traces is not None:
+                traces.shutdown()
+            logs.flush()
+
+    return Service(
+        routes,
+        lifespan=lifespan,
+        metrics=metrics,
+        trust_forwarded=settings.trust_forwarded_headers,
+        tracer=None if traces is None else traces.tracer,
+    )
+
+
+async def _purge_idempotency_records(store: Store, clock: Clock, settings: Settings) -> None:
+    """Delete idempotency records past their 24 hours (D16), at start and then
+    every ``idempotency_purge_seconds``."""
+    while True:
+        try:
+            purged = await store.purge_idempotency_records(created_before=clock() - TTL)
+        except errors.PetstoreError:
+            errors.log.warning("could not purge expired idempotency records", exc_info=True)
+        else:
+            if purged:
+                errors.log.info("purged %d expired idempotency records", purged)
+        await asyncio.sleep(settings.idempotency_purge_seconds)
+
+
+def _exit_with_parent() -> None:
+    """Ask Linux to end this worker when the server process that spawned it dies, even
+    by SIGKILL: an orphaned worker would go on serving the port (and the database)
+    beside the next server started there."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before the request above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def app_from_environment() -> Service:
+    """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
+    in each worker process, which drains when ``serve``'s marker file exists (its path
+    in ``PETSTORE_INTERNAL_DRAIN_FILE``, :mod:`petstore.server.shutdown`).
+
+    Everything alive once the app is built (the modules, above all) is moved out of
+    the garbage collector's reach with ``gc.freeze``: they live as long as the worker,
+    and a full collection that walks all of them held every request in flight for
+    tens of milliseconds, several times a second under load (docs/performance.md).
+    """
+    _exit_with_parent()
+    settings = load_settings()
+    logs.configure(level=settings.log_level, json=settings.json_logs)
+    app = create_app(settings, drain_marker=os.environ.get(shutdown.DRAIN_FILE_VARIABLE))
+    gc.collect()  # nothing unreachable goes into the permanent generation
+    gc.freeze()
+    return app

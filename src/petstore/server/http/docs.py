@@ -1,0 +1,115 @@
+"""The served OpenAPI document and the offline docs pages (D12, D19).
+
+The document is ``openapi.yaml`` in this package, reviewed by hand (spec first);
+only its ``servers`` are filled from the settings. The docs page is Swagger UI 5
+from the ``swagger-ui-py`` package's static files, so it works with no internet.
+"""
+
+from __future__ import annotations
+
+import json
+from email.utils import format_datetime
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import yaml
+from starlette.staticfiles import StaticFiles
+
+from petstore.server.config import Settings
+from petstore.server.http.exchange import Exchange
+from petstore.server.rules.pets import REPLACEMENT, SUNSET
+
+HTML = b"text/html; charset=utf-8"
+JAVASCRIPT = b"text/javascript; charset=utf-8"
+#: Where Swagger UI's static files are served.
+ASSETS = "/v1/docs/assets"
+
+
+def openapi_document(settings: Settings) -> dict[str, Any]:
+    """The OpenAPI 3.1 document with this deployment's servers (D19)."""
+    text = files("petstore").joinpath("openapi.yaml").read_text(encoding="utf-8")
+    document: dict[str, Any] = yaml.safe_load(text)
+    document["servers"] = [
+        {"url": "/v1", "description": "This deployment"},
+        {"url": str(settings.base_url).rstrip("/"), "description": "Production"},
+        {"url": str(settings.staging_base_url).rstrip("/"), "description": "Staging"},
+    ]
+    return document
+
+
+def _swagger_ui_assets() -> Path:
+    import swagger_ui
+
+    return Path(swagger_ui.__file__).with_name("static")
+
+
+# Relative links: the page lives at /v1/docs, so "docs/assets/x" is /v1/docs/assets/x.
+_DOCS_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Petstore API v1.0.0</title>
+<link rel="stylesheet" href="docs/assets/swagger-ui.css">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="docs/assets/swagger-ui-bundle.js"></script>
+<script src="docs/init.js"></script>
+</body>
+</html>
+"""
+
+# validatorUrl null: Swagger UI would otherwise load a badge from the internet.
+_DOCS_INIT = """window.ui = SwaggerUIBundle({
+  url: "openapi.json",
+  dom_id: "#swagger-ui",
+  deepLinking: true,
+  validatorUrl: null,
+  tryItOutEnabled: true
+});
+"""
+
+_SUNSET = format_datetime(SUNSET, usegmt=True)
+_DEPRECATIONS_PAGE = f"""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Petstore API: deprecations</title></head>
+<body>
+<h1>Deprecations</h1>
+<h2 id="getPet">GET /v1/pets/{{petId}} (getPet)</h2>
+<p>Deprecated since 2026-01-01. Removed on {_SUNSET} (the <code>Sunset</code>
+header); from then on it answers <code>410 gone</code>.</p>
+<p>Replacement: <code>{REPLACEMENT}</code>, for example
+<code>GET /v1/pets?status=available</code>, following <code>Link: rel="next"</code>.</p>
+</body>
+</html>
+"""
+
+
+class DocsPages:
+    """``/v1/openapi.json`` (no key needed, D12), the interactive docs page
+    ``/v1/docs`` with its script and assets, and the deprecations page (D14)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._document = json.dumps(openapi_document(settings), indent=2).encode()
+        self._assets = StaticFiles(directory=_swagger_ui_assets())
+
+    async def openapi_json(self, exchange: Exchange) -> None:
+        """The OpenAPI 3.1 document of this deployment."""
+        await exchange.respond(200, self._document)
+
+    async def docs_page(self, exchange: Exchange) -> None:
+        """The interactive docs page (Swagger UI, no internet needed)."""
+        await exchange.respond(200, _DOCS_PAGE.encode(), content_type=HTML)
+
+    async def docs_init(self, exchange: Exchange) -> None:
+        """The script that starts Swagger UI on the document."""
+        await exchange.respond(200, _DOCS_INIT.encode(), content_type=JAVASCRIPT)
+
+    async def deprecations(self, exchange: Exchange) -> None:
+        """What is deprecated, when it goes, and what replaces it (D14)."""
+        await exchange.respond(200, _DEPRECATIONS_PAGE.encode(), content_type=HTML)
+
+    async def assets(self, exchange: Exchange) -> None:
+        """Swagger UI's static files, under :data:`ASSETS`."""
+        await exchange.forward(self._assets, mounted_at=ASSETS)

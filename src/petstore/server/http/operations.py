@@ -1,0 +1,198 @@
+"""The operations of the interface (listPets, createPet, getPet) and the health checks.
+
+Each operation reads like its interface section: authenticate, parse the request
+(:mod:`.parsing`), apply the rule (:mod:`petstore.server.rules.pets`,
+:mod:`~petstore.server.rules.pagination`, :mod:`~petstore.server.rules.idempotency`),
+respond. An error raised on the way is answered with its Error body by the pipeline
+(D10); what the request carries and the answer sends is in :class:`.exchange.Exchange`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from email.utils import format_datetime
+
+import msgspec
+
+from petstore.schemas import PetStatus, encode
+from petstore.server import errors
+from petstore.server.http import parsing
+from petstore.server.http.exchange import BodyReader, Exchange, Header
+from petstore.server.rules import keys, pets, ratelimit
+from petstore.server.rules.auth import KeyVerifier
+from petstore.server.rules.idempotency import IdempotentCreates
+from petstore.server.rules.pagination import Pages
+from petstore.server.rules.ratelimit import RateLimiter
+from petstore.server.store import Store, migrate
+from petstore.server.telemetry.metrics import Metrics
+
+
+class PetsApi:
+    """The ``/v1/pets`` operations and ``/readyz`` over what :func:`create_app` built.
+
+    ``clock`` is the time for idempotency records (D16) and ``check_sunset`` raises
+    Gone once getPet's sunset has come (D14); ``deprecation_date`` is getPet's
+    ``Deprecation`` date. ``drain_marker`` is the file whose existence means this
+    instance is shutting down (:mod:`petstore.server.shutdown`); None: it never drains.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        verifier: KeyVerifier,
+        pages: Pages,
+        bodies: BodyReader,
+        idempotency: IdempotentCreates,
+        rate_limiter: RateLimiter | None,
+        clock: Callable[[], datetime],
+        check_sunset: Callable[[], None],
+        deprecation_date: datetime,
+        metrics: Metrics,
+        drain_marker: str | None = None,
+    ) -> None:
+        self.store = store
+        self.drain_marker = drain_marker
+        self.verifier = verifier
+        self.pages = pages
+        self.bodies = bodies
+        self.idempotency = idempotency
+        self.rate_limiter = rate_limiter
+        self.clock = clock
+        self.check_sunset = check_sunset
+        self.metrics = metrics
+        # draft-ietf-httpapi-ratelimit-headers: the RateLimit-Policy field of a key's
+        # own limit (None: the service's), built once per limit.
+        self._policies: dict[str | None, Header] = {}
+        self._default_policy = None if rate_limiter is None else self._policy(None)
+        self._deprecation: list[Header] = [
+            (b"deprecation", f"@{int(deprecation_date.timestamp())}".encode()),  # RFC 9745
+            (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
+        ]
+        self._deprecation_by_base: dict[str, list[Header]] = {}
+
+    async def list_pets(self, exchange: Exchange) -> None:
+        """listPets (interface: List animals): a page of animals in id order, and
+        ``Link: rel="next"`` when more follow (D7-D9)."""
+        await self._authenticate(exchange, keys.READ)
+        query = parsing.query(exchange.scope["query_string"])
+        status = parsing.parse_status(query.get("status"))
+        limit = parsing.parse_limit(query.get("limit"))
+        body, cursor = await self.pages.page(status=status, limit=limit, cursor=query.get("cursor"))
+        headers = [] if cursor is None else [_next_link(exchange, cursor, limit, status)]
+        await exchange.respond(200, body, headers)
+
+    async def create_pet(self, exchange: Exchange) -> None:
+        """createPet (interface: Add an animal): a NewPet (D1-D4) stored durably, 201
+        with the Pet; with an Idempotency-Key, a retry gets the first answer (D16)."""
+        api_key_id = await self._authenticate(exchange, keys.WRITE)
+        parsing.check_json_content_type(exchange.header(b"content-type"))
+        key = parsing.parse_idempotency_key(exchange.header(b"idempotency-key"))
+        new_pet = parsing.parse_new_pet(await self.bodies.read(exchange))
+        if key is None:
+            await exchange.respond(201, encode(await pets.create(self.store, new_pet)))
+            return
+        body, replayed = await self.idempotency.create(
+            self.store, new_pet, api_key_id=api_key_id, key=key, now=self.clock()
+        )
+        if replayed:
+            self.metrics.idempotent_replays.inc()
+        await exchange.respond(201, body, [(b"idempotent-replayed", b"true")] if replayed else [])
+
+    async def get_pet(self, exchange: Exchange) -> None:
+        """getPet (interface: Get one animal; deprecated, D14): one animal by id, 410
+        from the sunset on. Every answer, errors included, carries the deprecation
+        headers."""
+        exchange.headers += self._deprecation_headers(exchange.base_url())
+        await self._authenticate(exchange, keys.READ)
+        self.check_sunset()
+        pet = await pets.get(self.store, parsing.parse_pet_id(exchange.path_param))
+        await exchange.respond(200, encode(pet))
+
+    async def readyz(self, exchange: Exchange) -> None:
+        """Readiness: the database answers and its schema is current, and how the rate
+        limiter's store is. No key needed. 503 at once when the instance is shutting
+        down (the drain, :mod:`petstore.server.shutdown`), so the load balancer takes it out."""
+        # One stat of a file in a temporary directory: microseconds, once per check.
+        if self.drain_marker is not None and os.path.exists(self.drain_marker):  # noqa: ASYNC240
+            raise errors.Unavailable("this instance is shutting down; retry on another one")
+        if not migrate.schema_is_usable(await self.store.schema_revision()):
+            raise errors.Unavailable("the database schema is older than this code needs")
+        limiter = self.rate_limiter
+        rate_limits = "off" if limiter is None else await limiter.check()
+        await exchange.respond(
+            200, msgspec.json.encode({"status": "ready", "rateLimits": rate_limits})
+        )
+
+    async def _authenticate(self, exchange: Exchange, scope: str) -> int:
+        """The caller's API key id (D12), once its key holds ``scope`` (D21) and the
+        request is counted against the key's rate limit (D15, D22); the RateLimit
+        fields go on the answer whatever it turns out to be.
+
+        A key without the scope is refused (403) before the request is counted, as a
+        request without a valid key (401) is: neither does any work, and a key's
+        budget is for what it may do. The body is read only after this.
+        """
+        limiter = self.rate_limiter
+        if self._default_policy is None:
+            caller = await self.verifier.verify(exchange.header(b"authorization"))
+        else:
+            exchange.headers.append(self._default_policy)
+            caller = await self.verifier.verify(exchange.header(b"authorization"))
+            if caller.rate_limit is not None:
+                exchange.headers[-1] = self._policy(caller.rate_limit)
+        exchange.api_key_id = caller.api_key_id  # logged by id, never the key (D13)
+        if scope not in caller.scopes:
+            raise errors.Forbidden(f"this API key lacks the {scope} scope", scope=scope)
+        if limiter is not None:
+            quota = await limiter.hit(caller.api_key_id, caller.rate_limit)
+            if quota is not None:
+                field = b'"%s";r=%d;t=%d' % (_POLICY, quota.remaining, quota.reset)
+                exchange.headers.append((b"ratelimit", field))
+                if quota.retry_after is not None:
+                    raise errors.RateLimited(
+                        f"rate limit exceeded for this API key; retry in {quota.retry_after} s",
+                        retry_after=quota.retry_after,
+                    )
+        return caller.api_key_id
+
+    def _policy(self, own_limit: str | None) -> Header:
+        """The ``RateLimit-Policy`` field of a key with ``own_limit`` (None: the
+        service's limit)."""
+        header = self._policies.get(own_limit)
+        if header is None:
+            assert self.rate_limiter is not None
+            quota, window = self.rate_limiter.policy(own_limit)
+            policy = f'"{ratelimit.POLICY}";q={quota};w={window}'.encode()
+            header = self._policies[own_limit] = (b"ratelimit-policy", policy)
+        return header
+
+    def _deprecation_headers(self, base_url: str) -> list[Header]:
+        """getPet's D14 headers, the Link absolute under ``base_url``; built once for
+        each of the first 64 base URLs seen."""
+        headers = self._deprecation_by_base.get(base_url)
+        if headers is None:
+            link = f'<{base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
+            headers = [*self._deprecation, (b"link", link.encode())]
+            if len(self._deprecation_by_base) < 64:
+                self._deprecation_by_base[base_url] = headers
+        return headers
+
+
+_POLICY = ratelimit.POLICY.encode()
+
+
+def _next_link(exchange: Exchange, cursor: str, limit: int, status: PetStatus | None) -> Header:
+    """The ``Link`` header naming the next page (D9, RFC 8288), keeping ``limit`` and
+    ``status``. Every value is URL-safe as it is (a decimal, a PetStatus, an
+    unpadded base64url cursor), so none needs percent-encoding."""
+    status_part = "" if status is None else f"&status={status.value}"
+    url = f"{exchange.base_url()}v1/pets?limit={limit}{status_part}&cursor={cursor}"
+    return (b"link", f'<{url}>; rel="next"'.encode())
+
+
+async def healthz(exchange: Exchange) -> None:
+    """Liveness: the process answers. No key needed."""
+    await exchange.respond(200, b'{"status":"ok"}')

@@ -1,0 +1,195 @@
+"""The ASGI app :func:`petstore.server.app.create_app` returns: the lifespan, and every
+request from its first byte to its log line.
+
+For each request, in order: the request id (a sane ``X-Request-ID`` is kept), the
+``X-Forwarded-*`` headers when trusted, the D18 security headers, the route
+(:class:`petstore.server.http.routes.Router`; an unknown path is 404, a method the path lacks
+405 with ``Allow``), its handler, then the Error body of whatever error the handler
+raised (:func:`petstore.server.errors.render`: a ``PetstoreError`` as itself, anything
+else as 500 ``internal_error``, logged), and last the metrics and the access line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import TYPE_CHECKING
+
+from starlette.types import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+from petstore.server import errors
+from petstore.server.http.exchange import Exchange
+from petstore.server.http.routes import Route, Router
+from petstore.server.telemetry import logs, tracing
+from petstore.server.telemetry.metrics import Metrics
+
+#: D18, OWASP REST Security Cheat Sheet.
+SECURITY_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+]
+#: A client's X-Request-ID is kept when it is 1-128 of these characters.
+_SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
+_NO_SUCH_PATH = "no such path; the API lives under /v1 (see /v1/docs)"
+
+
+class Service:
+    """Serves ``routes``; ``lifespan()`` is entered at startup and left at shutdown
+    (the ASGI lifespan protocol). ``metrics`` counts every request; with
+    ``trust_forwarded`` the client address and scheme come from the load balancer's
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
+    request is a server span, the child of the caller's ``traceparent``."""
+
+    def __init__(
+        self,
+        routes: list[Route],
+        *,
+        lifespan: Callable[[], AbstractAsyncContextManager[None]],
+        metrics: Metrics,
+        trust_forwarded: bool = False,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.router = Router(routes)
+        self.tracer = tracer
+        self.lifespan = lifespan
+        self.metrics = metrics
+        self.trust_forwarded = trust_forwarded
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await self._run_lifespan(receive, send)
+            return
+        raw_request_id = traceparent = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                if _SANE_REQUEST_ID.fullmatch(value):
+                    raw_request_id = value
+            elif name == b"traceparent":
+                traceparent = value
+            elif self.trust_forwarded:
+                if name == b"x-forwarded-proto" and value in (b"http", b"https"):
+                    scope["scheme"] = value.decode()
+                elif name == b"x-forwarded-for" and value:
+                    scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
+        if raw_request_id is None:
+            raw_request_id = os.urandom(16).hex().encode()
+        request_id = raw_request_id.decode()
+        started = time.perf_counter()
+        self.metrics.started()
+        exchange = Exchange(
+            scope, receive, send, request_id, [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)]
+        )
+        method = scope["method"]
+        if self.tracer is None:
+            template, label = await self._answer(exchange, method)
+            trace_id = None if traceparent is None else tracing.trace_id_of(traceparent)
+        else:
+            template, label, trace_id = await self._answer_traced(exchange, method, self.tracer)
+        seconds = time.perf_counter() - started
+        status = exchange.status
+        self.metrics.record(label, status, seconds)
+        client = scope.get("client")
+        logs.access(
+            request_id=request_id,
+            method=method,
+            route=template,
+            path=scope["path"],
+            status=status,
+            seconds=seconds,
+            api_key_id=exchange.api_key_id,
+            client=f"{client[0]}:{client[1]}" if client else None,
+            trace_id=trace_id,
+        )
+
+    async def _answer(self, exchange: Exchange, method: str) -> tuple[str | None, str]:
+        """Route ``exchange`` and run its handler; answer whatever error it raised.
+        Returns the route template (None for an unknown path) and the metrics label."""
+        template, label = None, "unmatched"
+        try:
+            path = exchange.scope["path"]
+            matched = self.router.match(path)
+            if matched is None:
+                raise errors.NotFound(self._no_such_path(path))
+            route, exchange.path_param = matched
+            template = label = route.template
+            answer = route.methods.get(method)
+            if answer is None:
+                raise errors.MethodNotAllowed(
+                    "this path does not support that method; see the Allow header",
+                    allow=route.allow,
+                )
+            handler, label = answer
+            await handler(exchange)
+        except errors.PetstoreError as exc:
+            if exchange.status == 0:
+                await exchange.fail(exc)
+        except Exception:
+            errors.log.exception("unhandled error", extra={"request_id": exchange.request_id})
+            if exchange.status == 0:
+                await exchange.fail(errors.internal_error())
+        return template, label
+
+    async def _answer_traced(
+        self, exchange: Exchange, method: str, tracer: Tracer
+    ) -> tuple[str | None, str, str]:
+        """:meth:`_answer` inside the request's server span (D23, HTTP semantic
+        conventions); also returns the span's trace id."""
+        scope = exchange.scope
+        with tracing.server_span(
+            tracer,
+            method=method,
+            scheme=scope["scheme"],
+            path=scope["path"],
+            headers=scope["headers"],
+        ) as span:
+            template, label = await self._answer(exchange, method)
+            trace_id = format(span.get_span_context().trace_id, "032x")
+            if not span.is_recording():  # not sampled (OTEL_TRACES_SAMPLER)
+                return template, label, trace_id
+            if template is not None:
+                span.update_name(f"{method} {template}")
+                span.set_attribute("http.route", template)
+            span.set_attribute("http.response.status_code", exchange.status)
+            if scope.get("client"):
+                span.set_attribute("client.address", scope["client"][0])
+            if exchange.status >= 500:
+                from opentelemetry.trace import Status, StatusCode
+
+                span.set_status(Status(StatusCode.ERROR))
+            return template, label, trace_id
+
+    def _no_such_path(self, path: str) -> str:
+        """The 404 message for ``path``; one with a trailing slash names the path
+        without it when that one exists (the service never redirects, D20)."""
+        if path.endswith("/") and self.router.match(path.rstrip("/")) is not None:
+            return f"no such path; did you mean {path.rstrip('/')} (no trailing slash)?"
+        return _NO_SUCH_PATH
+
+    async def _run_lifespan(self, receive: Receive, send: Send) -> None:
+        """The ASGI lifespan protocol around :attr:`lifespan`: a startup that fails is
+        reported with its traceback and raised again, as Starlette does."""
+        async with AsyncExitStack() as stack:
+            await receive()  # lifespan.startup
+            try:
+                await stack.enter_async_context(self.lifespan())
+            except BaseException:
+                await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
+                raise
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            try:
+                await stack.aclose()
+            except BaseException:
+                await send({"type": "lifespan.shutdown.failed", "message": traceback.format_exc()})
+                raise
+        await send({"type": "lifespan.shutdown.complete"})

@@ -1,0 +1,69 @@
+"""Rules for animals: listing pages, creating, fetching, and the getPet sunset.
+
+No HTTP here: functions take values already parsed (:mod:`petstore.server.http.parsing`) and a
+Store, return values, and raise ``errors.*`` (interface: Endpoints; D1, D7, D9,
+D11, D14).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+from petstore.schemas import NewPet, Pet, PetStatus
+from petstore.server import errors
+from petstore.server.store import Store
+
+#: interface: Versioning: getPet is removed on 5 December 2030 (00:00:00 GMT).
+SUNSET = datetime(2030, 12, 5, tzinfo=UTC)
+_SUNSET_EPOCH = SUNSET.timestamp()
+REPLACEMENT = "GET /v1/pets with the status filter"
+
+
+async def list_page(
+    store: Store, *, status: PetStatus | None, limit: int, after_id: int
+) -> tuple[list[Pet], bool]:
+    """One page of animals after ``after_id`` in ascending id (D7), and whether more follow."""
+    pets = await store.list_pets(status=status, after_id=after_id, limit=limit + 1)
+    return pets[:limit], len(pets) > limit
+
+
+async def create(store: Store, new_pet: NewPet) -> Pet:
+    """Store a validated NewPet and return it with its id (D1: status already defaulted)."""
+    pet = await store.create_pet(new_pet)
+    assert isinstance(pet, Pet)  # only a create with an idempotency claim returns a record
+    return pet
+
+
+async def get(store: Store, pet_id: int) -> Pet:
+    """The animal ``pet_id``; raises NotFound when there is none."""
+    pet = await store.get_pet(pet_id) if pet_id > 0 else None
+    if pet is None:
+        raise errors.NotFound(f"no animal has id {pet_id}")
+    return pet
+
+
+def sunset_check(clock: Callable[[], datetime] | None) -> Callable[[], None]:
+    """A check that raises Gone once getPet's sunset has come (D14), on ``clock``, or
+    on the wall clock when None (read as epoch seconds: no datetime per request)."""
+    if clock is None:
+
+        def check_wall_clock() -> None:
+            if time.time() >= _SUNSET_EPOCH:
+                raise _gone()
+
+        return check_wall_clock
+    now = clock
+
+    def check_clock() -> None:
+        if now() >= SUNSET:
+            raise _gone()
+
+    return check_clock
+
+
+def _gone() -> errors.Gone:
+    removed_on = format_datetime(SUNSET, usegmt=True)
+    return errors.Gone(f"GET /v1/pets/{{petId}} was removed on {removed_on}; use {REPLACEMENT}")

@@ -1,0 +1,56 @@
+"""Where the rate-limit counters live (D15): in this process's memory (one instance),
+or in Redis (``PETSTORE_REDIS_URL``: every instance shares one budget).
+
+The ``limits`` library counts; this module only chooses and owns its storage, so that
+the rules (:mod:`petstore.server.rules.ratelimit`) import no driver. A Redis that
+does not answer within :data:`REDIS_TIMEOUT_SECONDS` is a failed call, which the rate
+limiter turns into failing open.
+"""
+
+from __future__ import annotations
+
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from redis.asyncio import ConnectionPool
+
+#: How long one Redis call may take, connecting included: a limit check must never
+#: hold a request up for long (D15 fails open instead).
+REDIS_TIMEOUT_SECONDS = 0.25
+
+
+class Counters:
+    """The counters' storage and what owning it takes: a health check and a close."""
+
+    def __init__(self, redis_url: str | None = None) -> None:
+        """Counters in Redis at ``redis_url`` (``redis://host:port/db``), or in memory
+        when None. Nothing connects until the first count."""
+        self._redis: RedisStorage | None = None
+        # Our own pool, so shutdown can close its connections (limits has no close).
+        self._pool: ConnectionPool | None = None
+        if redis_url:
+            self._pool = ConnectionPool.from_url(
+                redis_url,
+                socket_timeout=REDIS_TIMEOUT_SECONDS,
+                socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+            )
+            self._redis = RedisStorage(
+                f"async+{redis_url}",
+                implementation="redispy",
+                connection_pool=self._pool,  # type: ignore[arg-type]  # passed through
+            )
+        # limits' asyncio memory storage: its synchronous one starts a thread every
+        # 10 ms under load to expire counters, which costs far more than a coroutine.
+        self.storage: Storage = self._redis or MemoryStorage()
+
+    @property
+    def shared(self) -> bool:
+        """True when the counters are in Redis, shared by every instance."""
+        return self._redis is not None
+
+    async def check(self) -> bool:
+        """True when the storage answers (memory always does; Redis to a PING)."""
+        return self._redis is None or bool(await self._redis.check())
+
+    async def close(self) -> None:
+        """Release the Redis connections, if any."""
+        if self._pool is not None:
+            await self._pool.aclose()

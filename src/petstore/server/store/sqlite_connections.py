@@ -1,0 +1,152 @@
+"""The SQLite store's two connections: how each is opened, what their errors mean
+(:data:`reachable`), the thread that owns the write one, so that the event loop
+never waits on a lock or an fsync, and how values are stored as SQLite text."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from petstore.server import errors
+from petstore.server.store import IdempotencyRecord
+
+#: Milliseconds a writer waits for another process's write lock before giving up.
+BUSY_TIMEOUT_MS = 5000
+#: KiB of database pages the read connection keeps in memory (SQLite's default is
+#: 2,000 KiB). 32 MiB holds the pets table of a million animals, so a getPet among
+#: them reads no page from the file (docs/performance.md); SQLite allocates the
+#: pages only as they are read, and drops them when another connection commits.
+READ_CACHE_KIB = 32 * 1024
+
+_T = TypeVar("_T")
+_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
+
+
+class _Reachable:
+    """``with reachable:`` turns driver errors that mean "database not usable now"
+    into 503 (D10). A class, not a generator: it is entered on every read."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if kind is not None and issubclass(kind, sqlite3.OperationalError):
+            raise errors.Unavailable("the database is unavailable; retry shortly") from exc
+
+
+reachable = _Reachable()
+
+
+def not_open(*args: object) -> NoReturn:
+    """Raises errors.Unavailable: the store is not open (not yet, or no longer)."""
+    raise errors.Unavailable("the store is not open; retry shortly")
+
+
+def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    """A connection to the file at ``path`` in autocommit mode, usable from any thread:
+    read-only with a large page cache, or a writer in WAL mode with
+    ``synchronous=FULL`` (a commit is on disk when it returns). Raises sqlite3.Error."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute(f"PRAGMA cache_size = -{READ_CACHE_KIB}")
+    else:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+class Writer:
+    """The thread that owns the write connection to ``path`` and runs write jobs one
+    at a time, in submission order. Each job's result is handed back to the
+    submitting event loop's future: one queue put and one thread-safe callback, with
+    none of an executor's bookkeeping (a lone create spends more there than in
+    SQLite). Constructing it starts nothing; :meth:`start` does."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    async def start(self) -> None:
+        """Start the thread and connect; raises what connecting raised."""
+        opened: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(opened,), name="sqlite-writer", daemon=True
+        )
+        self._thread.start()
+        await asyncio.wrap_future(opened)
+
+    def submit(self, job: Callable[[sqlite3.Connection], _T]) -> asyncio.Future[_T]:
+        """Run ``job`` with the write connection on the writer thread; its result.
+        Raises errors.Unavailable before :meth:`start` and after :meth:`close`."""
+        if self._thread is None:
+            not_open()
+        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        self._jobs.put((job, future))
+        return future
+
+    def close(self) -> None:
+        """Run the jobs already submitted, close the connection, end the thread."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join()
+
+    def _run(self, opened: concurrent.futures.Future[None]) -> None:
+        try:
+            conn = connect(self._path, readonly=False)
+        except BaseException as exc:
+            opened.set_exception(exc)
+            return
+        opened.set_result(None)
+        while (entry := self._jobs.get()) is not None:
+            job, future = entry
+            loop = future.get_loop()
+            outcome: tuple[Any, BaseException | None]
+            try:
+                outcome = job(conn), None
+            except BaseException as exc:
+                outcome = None, exc
+            # A loop already closed (a shutdown cut short) waits for nothing; the
+            # thread goes on to the next job, and to closing the connection.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+        conn.close()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():  # its caller stopped waiting; the write itself is done
+        return
+    if exc is None:
+        future.set_result(result)
+    else:
+        future.set_exception(exc)
+
+
+def iso(value: datetime) -> str:
+    """A timestamp as stored: one fixed UTC spelling, so stored timestamps compare
+    correctly as text."""
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
+    """The record of a row of ``sql.IDEMPOTENCY_COLUMNS``."""
+    return IdempotencyRecord(
+        row[0], row[1], row[2], row[3], row[4].encode(), datetime.fromisoformat(row[5])
+    )
