@@ -90,6 +90,10 @@ VENV = "/opt/petstore"
 INSTALL = "/tmp/install"  # noqa: S108 - inside the image's root, removed after use
 
 
+#: What to do when a step needs the network and has none.
+NETWORK_HINT = "run `make image` or `make test-prerequisites` where the network is reachable"
+
+
 class BuildError(RuntimeError):
     """A step of the build failed; the message says which and what to do."""
 
@@ -145,10 +149,20 @@ def source_date_epoch() -> int:
 
 
 def revision() -> str:
-    """The commit the tree is at, ``-modified`` appended when tracked files changed."""
+    """The commit the tree is at, ``-modified`` appended when tracked files the image
+    is made from changed."""
     commit = _run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], what="git rev-parse").strip()
     status = _run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            *IMAGE_SOURCES,
+        ],
         what="git status",
     )
     return commit + ("-modified" if status.strip() else "")
@@ -184,10 +198,10 @@ def base_key() -> str:
 
 def inputs_digest(files: Iterable[str]) -> str:
     """A digest of everything the image is made from: the base's key, the project's
-    files (names and contents; this directory and its pins among them) and the
-    commit time. An image labelled with it is current."""
+    files (names and contents; this directory and its pins among them), the commit
+    and its time. An image labelled with it is current."""
     digest = hashlib.sha256()
-    digest.update(f"{base_key()}\n{source_date_epoch()}\n".encode())
+    digest.update(f"{base_key()}\n{source_date_epoch()}\n{revision()}\n".encode())
     for name in files:
         digest.update(name.encode() + b"\0")
         digest.update(hashlib.sha256((ROOT / name).read_bytes()).digest())
@@ -228,7 +242,8 @@ def base_rootfs() -> Path:
         str(partial),
         *MIRRORS,
     ]
-    _run(argv, env={**os.environ, "SOURCE_DATE_EPOCH": str(BASE_EPOCH)}, what="mmdebstrap")
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(BASE_EPOCH)}
+    _run(argv, env=env, what=f"mmdebstrap (the first build needs the network: {NETWORK_HINT})")
     partial.rename(target)
     return target
 
@@ -249,7 +264,8 @@ def wheels() -> Path:
         )
         if offline.returncode != 0:
             print(f"image: downloading the wheels of {requirements.name} (network)", flush=True)
-            _run(_pip(*common), what=f"pip download -r {requirements.name}")
+            what = f"pip download -r {requirements.name} (needs the network: {NETWORK_HINT})"
+            _run(_pip(*common), what=what)
     return WHEELS
 
 
