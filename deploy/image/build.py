@@ -208,11 +208,18 @@ def inputs_digest(files: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
+def _buildah(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run buildah with this directory's settings; its result, whatever it is."""
+    buildah = shutil.which("buildah") or "buildah"
+    return subprocess.run(  # noqa: S603 - our own argv
+        [buildah, *args], capture_output=True, text=True, env=container_env()
+    )
+
+
 def current_inputs_label(name: str) -> str | None:
     """The inputs label of the local image ``name``, or None when there is none."""
-    argv = ["buildah", "inspect", "--type", "image", "--format", "{{json .OCIv1.Config.Labels}}"]
-    result = subprocess.run(  # noqa: S603 - our own argv
-        [*argv, name], capture_output=True, text=True, env=container_env()
+    result = _buildah(
+        "inspect", "--type", "image", "--format", "{{json .OCIv1.Config.Labels}}", name
     )
     if result.returncode != 0:
         return None
@@ -393,6 +400,7 @@ def build(*, name: str, force: bool = False) -> None:
         print(f"image: {name} is up to date")
         return
     started = time.monotonic()
+    previous = _image_id(name)
     epoch = source_date_epoch()
     base = base_rootfs()
     wheels()
@@ -427,7 +435,16 @@ def build(*, name: str, force: bool = False) -> None:
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if previous is not None and previous != _image_id(name):
+        # The image this one replaces, now untagged: removed unless something uses it.
+        _buildah("rmi", previous)
     print(f"image: built {name} in {time.monotonic() - started:.0f} s: {describe(name)}")
+
+
+def _image_id(name: str) -> str | None:
+    """The id of the local image ``name``, or None."""
+    result = _buildah("inspect", "--type", "image", "--format", "{{.FromImageID}}", name)
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
 
 
 def describe(name: str) -> str:
