@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers clean
+.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers operator-tools image clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,15 +46,15 @@ lint-openapi: $(STAMP) $(REDOCLY)
 	$(BIN)/openapi-spec-validator .tools/openapi.json
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml .tools/openapi.json
 
-unit: $(STAMP) browser servers
+unit: $(STAMP) browser servers operator-tools
 	$(BIN)/pytest
 
 ## unit-fast: the suite without the slow tests (real server processes, schemathesis), for development
 unit-fast: $(STAMP) servers
 	$(BIN)/pytest -m "not slow" -q
 
-## test-prerequisites: everything make test installs, so that it can then run with no network
-test-prerequisites: $(STAMP) $(REDOCLY) browser servers
+## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
+test-prerequisites: $(STAMP) $(REDOCLY) browser servers operator-tools image
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
 # chaos run the whole deployment (deploy/), from Debian's binaries; install the
@@ -82,6 +82,25 @@ cluster-down: $(STAMP)
 ## chaos: faults under load through HAProxy (kill, rolling restart, failover, Redis), at most 10 minutes (make chaos ARGS="--rounds 1")
 chaos: $(STAMP) servers
 	timeout --signal=INT 600 $(BIN)/python -m deploy.chaos $(ARGS)
+
+# The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
+# use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
+# and the live rules test) and systemd-analyze; install them when missing.
+operator-tools:
+	@missing=""; \
+	for tool in mmdebstrap buildah podman; do \
+	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$$missing runc"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	[ -z "$$missing" ] || { \
+	  echo "Installing Debian's$$missing for the image, the alert tests and the unit checks..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
+	    >/dev/null 2>&1 || echo "Could not install$$missing (needs root and apt)."; }
+
+## image: build localhost/petstore:<version> from Debian's packages and the pinned wheels, no registry (the first build needs the network; then cached in .tools/image)
+image: $(STAMP) operator-tools
+	$(BIN)/python -m deploy.image.build
 
 # The docs-page test drives Debian's chromium headless; install it when missing.
 browser:

@@ -70,6 +70,9 @@ def create_app(
     )
     metrics = Metrics()
     metrics.watch_pool(store.pool_stats)
+    if rate_limiter is not None:
+        limiter = rate_limiter
+        metrics.watch_rate_limit_store(lambda: limiter.store_error is not None)
     pets_api = PetsApi(
         store=store,
         verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
