@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from starlette.testclient import TestClient
 
-from petstore.app import create_app
-from petstore.config import Settings
+from petstore.server.app import create_app
+from petstore.server.config import Settings
 from tests.conftest import free_port, redis_url
 from tests.test_observability import _sample
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from petstore.config import Settings
+from petstore.server.config import Settings
 
 UNIT = Path(__file__).resolve().parents[1] / "deploy" / "systemd" / "petstore.service"
 
