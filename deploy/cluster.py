@@ -32,10 +32,13 @@ from deploy.failover import PostgresPair
 from deploy.processes import (
     Daemon,
     ServerUnavailableError,
+    answers,
     free_port,
+    group_alive,
     kill_group,
     listening,
     program,
+    start,
     wait_for,
 )
 
@@ -165,16 +168,13 @@ class Cluster:
         """Start instance ``index`` (``petstore serve`` on its port); returns once it
         answers ``/readyz``."""
         port = self.instance_ports[index]
-        env = {**self.instance_env(), "PETSTORE_PORT": str(port)}
-        daemon = Daemon(
+        self.instances[index] = start(
             [sys.executable, "-m", "petstore", "serve"],
+            ready=lambda: answers(port, "/readyz"),
+            what=f"instance {index + 1}",
             log=self.root / f"instance{index + 1}.log",
-            env=env,
+            env={**self.instance_env(), "PETSTORE_PORT": str(port)},
         )
-        self.instances[index] = daemon
-        wait_for(lambda: _ready(port) or not daemon.alive(), what=f"instance {index + 1}")
-        if not daemon.alive():
-            raise ServerUnavailableError(f"instance {index + 1} exited; see its log")
 
     def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> None:
         """Send ``signum`` to instance ``index`` (SIGKILL: the whole process group) and
@@ -259,15 +259,6 @@ class Cluster:
         self.postgres.nodes = [None, None]
 
 
-def _ready(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
-            connection.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            return connection.recv(12).startswith(b"HTTP/1.1 200")
-    except OSError:
-        return False
-
-
 def down(root: Path) -> list[str]:
     """Stop what a ``python -m deploy.cluster up`` started under ``root`` and delete
     it; returns what is still alive or listening afterwards (nothing, normally)."""
@@ -275,27 +266,14 @@ def down(root: Path) -> list[str]:
     for pgid in state["groups"]:
         kill_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_group_alive(g) for g in state["groups"]):
+    while time.monotonic() < deadline and any(group_alive(g) for g in state["groups"]):
         time.sleep(0.1)
     for pgid in state["groups"]:
         kill_group(pgid, signal.SIGKILL)
     time.sleep(0.2)
     shutil.rmtree(root, ignore_errors=True)
-    left = [f"process group {g}" for g in state["groups"] if _group_alive(g)]
+    left = [f"process group {g}" for g in state["groups"] if group_alive(g)]
     return left + [f"port {p}" for p in state["ports"] if listening(p)]
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (a zombie, dead but not yet
-    reaped by its parent, does not count), read from /proc."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
 
 
 def main(argv: list[str] | None = None) -> int:

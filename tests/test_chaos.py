@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deploy import chaos, cluster
+from deploy import chaos, cluster, processes
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     for daemon in topology.daemons():
         assert daemon.process.wait(5) is not None
     assert not root.exists()
-    assert all(not cluster._group_alive(group) for group in groups)
+    assert all(not processes.group_alive(group) for group in groups)
     assert not any(cluster.listening(port) for port in ports)
 
 
