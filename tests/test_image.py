@@ -22,7 +22,7 @@ import httpx2
 import pytest
 
 from deploy.image import build
-from tests.conftest import free_port
+from deploy.processes import free_port
 
 pytestmark = pytest.mark.slow
 

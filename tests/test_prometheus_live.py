@@ -28,9 +28,9 @@ import httpx2
 import pytest
 import yaml
 
-from deploy.processes import Daemon, wait_for
+from deploy.processes import Daemon, free_port, wait_for
 from petstore import db
-from tests.conftest import LiveServer, free_port, postgres_database, redis_url
+from tests.conftest import LiveServer, postgres_database, redis_url
 
 pytestmark = pytest.mark.slow
 
