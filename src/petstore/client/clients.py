@@ -45,6 +45,7 @@ from petstore.client.core import (
     ClientBase,
     EventHooks,
     Page,
+    SunsetWarning,
     create_request,
     decode_page,
     decode_pet,
@@ -66,6 +67,7 @@ __all__ = [
     "Page",
     "Pet",
     "PetStatus",
+    "SunsetWarning",
 ]
 
 
