@@ -20,7 +20,7 @@ from petstore.server.store import ApiKey, Store
 NAME_COLUMNS = 16
 
 
-class Timestamp(click.ParamType):
+class Timestamp(click.ParamType[datetime]):
     """An ISO 8601 date and time as people paste it (``2031-01-01T00:00:00Z``,
     ``2031-01-01T00:00:00.000Z``, ``+02:00``, no zone, a bare date); a time without a
     zone, and a bare date (midnight), are UTC. Converts to an aware datetime."""
