@@ -8,10 +8,9 @@ and any case, separated by ``,``, ``;``, a tab or ``|``, found from the header);
 row becomes a JSON object of its non-empty cells, a ``categoryId`` that is a JSON
 number sent as that number and anything else as a string for the service to refuse
 by name. What cannot be sent at all (a line that is not JSON, a row with more cells
-than the header) is refused here with a reason. A file that cannot be read as a
-whole (not UTF-8, a JSON array that is not valid JSON, a CSV file without its
-header) raises click.UsageError and nothing of it is sent. Nothing here does I/O but
-reading the file.
+than the header) is refused here with a reason. A file that cannot be read whole
+(not UTF-8, a broken JSON array, a CSV file without its header) raises
+click.UsageError. Nothing here does I/O but reading the file.
 """
 
 from __future__ import annotations
@@ -86,11 +85,9 @@ def read_records(path: Path) -> list[Record]:
 
 
 def _convert(path: Path, encoding: str) -> str:
-    target = path.with_name(f"{path.stem}-utf8{path.suffix}").name
-    return (
-        f"the importer reads UTF-8 only; convert it first, e.g. "
-        f"iconv -f {encoding} -t UTF-8 {path.name} > {target}"
-    )
+    target = f"{path.stem}-utf8{path.suffix}"
+    command = f"iconv -f {encoding} -t UTF-8 {path.name} > {target}"
+    return f"the importer reads UTF-8 only; convert it first, e.g. {command}"
 
 
 def _numbered(records: list[Record]) -> list[Record]:

@@ -45,7 +45,6 @@ from petstore.client.core import (
     ClientBase,
     EventHooks,
     Page,
-    SunsetWarning,
     create_request,
     decode_page,
     decode_pet,
@@ -54,6 +53,7 @@ from petstore.client.core import (
     list_params,
     next_params,
 )
+from petstore.client.errors import SunsetWarning
 from petstore.schemas import Pet, PetStatus
 
 __all__ = [

@@ -22,6 +22,7 @@ import msgspec
 
 from petstore import __version__
 from petstore.client.errors import (
+    SunsetWarning,
     TransportError,
     raise_for_error,
     retry_after,
@@ -48,15 +49,6 @@ _Transport = TypeVar("_Transport", httpx.BaseTransport, httpx.AsyncBaseTransport
 EventHooks = Mapping[str, Sequence[Callable[..., Any]]]
 
 
-class SunsetWarning(DeprecationWarning):
-    """The DeprecationWarning of ``get_pet`` (D14): ``sunset`` is the ISO date
-    (``2030-12-05``) after which the operation answers 410."""
-
-    def __init__(self, message: str, *, sunset: str) -> None:
-        super().__init__(message)
-        self.sunset = sunset
-
-
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of ``listPets``: the animals in id order (D7) and the absolute URL of
@@ -80,10 +72,9 @@ class ClientBase(Generic[_Transport]):
     space (a pasted key, a file's line end) is dropped. ``last_quota`` is the
     rate-limit :class:`~petstore.client.quota.Quota` of the last response that stated
     one (D15), for a caller that paces itself. Raises ValueError when the base URL or
-    the key is neither given nor in the environment, when the URL is not ``http://``
-    or ``https://``, when the key holds a space or a control character (the message
-    never shows the key), and when the base URL is the pets collection (ends in
-    ``/v1/pets``) rather than the base.
+    the key is neither given nor in the environment, the URL is not ``http(s)://``,
+    the key holds a space or a control character (never shown), or the base URL is
+    the pets collection (ends in ``/v1/pets``) rather than the base.
     """
 
     def __init__(
