@@ -107,7 +107,9 @@ def test_a_json_array_refused_by_the_service_is_reported_by_its_line(
     text = f'[\n  {{"name": "Ok-{_tag()}", "categoryId": 1}},\n  {{"name": "Nocat"}}\n]\n'
     result = _import(runner, tmp_path / "pets.json", text)
     assert result.exit_code == 5, result.output
-    assert "line 3: categoryId: is required" in result.stderr
+    refusals = [row for row in result.stderr.splitlines() if row.startswith("line ")]
+    assert refusals == ["line 3: categoryId: is required"]
+    assert "1 animal stored, 1 refused" in result.stdout
 
 
 def test_a_broken_json_array_is_refused_whole(
