@@ -39,12 +39,26 @@ $(REDOCLY):
 	    >/dev/null 2>&1 || echo "Could not install nodejs (needs root and apt)."; }
 	npm install --no-audit --no-fund --silent --prefix .tools @redocly/cli@$(REDOCLY_VERSION)
 
-## lint-openapi: the served OpenAPI document through openapi-spec-validator and Redocly's recommended rules
-lint-openapi: $(STAMP) $(REDOCLY)
-	@mkdir -p .tools
+# The README's TypeScript route (npm, pinned, in .tools): openapi-typescript generates
+# types from the served document, tsc type-checks clients/typescript/check.ts with them.
+OPENAPI_TYPESCRIPT_VERSION := 7.13.0
+OPENAPI_FETCH_VERSION := 0.17.0
+TYPESCRIPT_VERSION := 5.9.3
+OPENAPI_TYPESCRIPT := .tools/node_modules/.bin/openapi-typescript
+$(OPENAPI_TYPESCRIPT): $(REDOCLY)
+	npm install --no-audit --no-fund --silent --prefix .tools \
+	  @redocly/cli@$(REDOCLY_VERSION) openapi-typescript@$(OPENAPI_TYPESCRIPT_VERSION) \
+	  openapi-fetch@$(OPENAPI_FETCH_VERSION) typescript@$(TYPESCRIPT_VERSION)
+
+## lint-openapi: the served OpenAPI document through openapi-spec-validator and Redocly's recommended rules, and the README's TypeScript types type-checked
+lint-openapi: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT)
+	@mkdir -p .tools/typescript
 	$(BIN)/petstore openapi > .tools/openapi.json
 	$(BIN)/openapi-spec-validator .tools/openapi.json
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml .tools/openapi.json
+	cp clients/typescript/check.ts clients/typescript/tsconfig.json .tools/typescript/
+	$(OPENAPI_TYPESCRIPT) .tools/openapi.json --default-non-nullable false -o .tools/typescript/petstore-api.ts
+	.tools/node_modules/.bin/tsc -p .tools/typescript/tsconfig.json
 
 unit: $(STAMP) browser servers operator-tools
 	$(BIN)/pytest
@@ -54,7 +68,7 @@ unit-fast: $(STAMP) servers
 	$(BIN)/pytest -m "not slow" -q
 
 ## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
-test-prerequisites: $(STAMP) $(REDOCLY) browser servers operator-tools image
+test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
 # chaos run the whole deployment (deploy/), from Debian's binaries; install the

@@ -8,6 +8,7 @@ variable, so ``petstore serve`` can print it and exit instead of a traceback.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -67,12 +68,16 @@ def is_postgres(url: str) -> bool:
 
 
 def check_rate_limit(notation: str) -> str:
-    """``notation`` when it is a rate limit in the ``limits`` library's notation
-    (``600/minute``, ``10/second``) allowing at least one request, as
-    ``PETSTORE_RATE_LIMIT`` and a key's own limit (D22) take it; raises ValueError
+    """``notation`` as a rate limit in the ``limits`` library's notation (``600/minute``,
+    ``100 per minute``, ``10/second``; the units also as ``sec``, ``s``, ``min``, ``hr``,
+    ``h``) allowing at least one request, as ``PETSTORE_RATE_LIMIT`` and a key's own
+    limit (D22) take it; returns it with the unit spelled out. Raises ValueError
     otherwise."""
     from limits import parse
 
+    notation = re.sub(
+        r"[A-Za-z]+$", lambda unit: _UNITS.get(unit[0].lower(), unit[0]), notation.strip()
+    )
     try:
         item = parse(notation)
     except ValueError:
@@ -80,6 +85,11 @@ def check_rate_limit(notation: str) -> str:
     if item.amount < 1:
         raise ValueError("a rate limit allows at least 1 request")
     return notation
+
+
+#: Short units a rate limit may use, and the ``limits`` library's words for them.
+_UNITS = {"s": "second", "sec": "second", "secs": "second", "min": "minute", "mins": "minute"}
+_UNITS |= {"h": "hour", "hr": "hour", "hrs": "hour"}
 
 
 class SettingsError(ValueError):
