@@ -67,7 +67,7 @@ class _TurnReadTransaction:
     between opening and queuing) breaks read-your-writes: a getPet right after its
     201 could answer 404. Reads must also never ``await`` inside a transaction (they
     are synchronous calls on the loop). Pinned by
-    ``tests/test_store_sqlite.py::test_a_read_after_an_acknowledged_create_sees_it_under_constant_reads``.
+    ``tests/test_store_sqlite.py::test_a_request_that_arrives_after_a_commit_reads_it_even_in_the_next_turn``.
     """
 
     def __init__(self) -> None:
