@@ -33,7 +33,8 @@ REX = b'{"name": "Rex", "categoryId": 1}'
 
 @pytest.fixture(scope="module")
 def backend() -> str:
-    """These faults are PostgreSQL's and Redis's (SQLite: see the last test)."""
+    """These faults are between hosts: PostgreSQL and Redis only. (SQLite runs in
+    process: its COMMIT returns or raises, so its outcome is never unknown.)"""
     return "postgres"
 
 
