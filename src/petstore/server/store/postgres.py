@@ -120,8 +120,12 @@ class PostgresStore(SharedQueries):
     """:class:`petstore.server.store.Store` over the PostgreSQL database at the
     ``postgresql://`` ``url`` (created by the migrations), with a pool of 1 to
     ``pool_size`` connections (an idle instance holds one; the pool grows under load
-    and shrinks when idle); ``timeout`` (seconds) bounds every wait for the database.
-    Constructing it does no I/O; :meth:`open` connects. Use it from one event loop."""
+    and shrinks when idle); ``timeout`` (seconds) bounds every wait for the database,
+    on the client too (D25, :meth:`Pool.connection`): a grouped call waits at most
+    that for its own batch, after at most that for the batch in progress when it
+    arrived, so twice ``timeout`` (10 s by default, the request timeout) at worst,
+    then raises ``errors.Unavailable``. Constructing it does no I/O; :meth:`open`
+    connects. Use it from one event loop."""
 
     full_pages_are_final = False
     dialect = DIALECT
