@@ -580,6 +580,14 @@ def test_unknown_status_filter_is_400_naming_status(
     assert "status" in assert_error(response, 400, "invalid_request")
 
 
+def test_unknown_status_filter_is_echoed_as_a_bad_limit_is(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    response = client.get("/v1/pets", params={"status": "lost"}, headers=auth)
+    message = assert_error(response, 400, "invalid_request")
+    assert message == "status: must be one of available, pending, sold, got 'lost'"
+
+
 @pytest.mark.parametrize("query", ["?foo=bar", "?page=2&offset=5", "?sort=-id", "?LIMIT=abc"])
 def test_unknown_query_parameters_are_ignored(
     client: TestClient, auth: dict[str, str], query: str

@@ -212,6 +212,35 @@ def test_body_that_is_not_json_is_400_malformed_json(
     assert_nothing_stored(client, auth)
 
 
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        pytest.param(
+            b'{"name": "Rex", "categoryId": 1,}', "line 1, column 33 (byte 32)", id="comma"
+        ),
+        pytest.param(
+            b'{\n  "name": "Rex",\n  "categoryId": }', "line 3, column 17 (byte 35)", id="line"
+        ),
+        pytest.param(b'{"name": "R\xc3\xa9\xffx"}', "byte 13", id="utf8"),
+    ],
+)
+def test_malformed_json_says_where(
+    client: TestClient, auth: dict[str, str], body: bytes, where: str
+) -> None:
+    response = post_raw(client, auth, body, "application/json")
+    assert where in assert_error(response, 400, "malformed_json")
+
+
+def test_a_lone_surrogate_is_called_what_it_is_not_invalid_utf8(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    body = b'{"name": "Rex\\ud800", "categoryId": 1}'
+    message = assert_error(post_raw(client, auth, body, "application/json"), 400, "malformed_json")
+    assert "lone surrogate" in message
+    assert "\\ud800" in message
+    assert "UTF-8" not in message
+
+
 def test_name_with_a_lone_surrogate_is_400_and_stores_nothing(
     client: TestClient, auth: dict[str, str]
 ) -> None:

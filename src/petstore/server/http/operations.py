@@ -18,7 +18,7 @@ import msgspec
 
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
-from petstore.server.http import parsing
+from petstore.server.http import newpet, parsing
 from petstore.server.http.exchange import BodyReader, Exchange, Header
 from petstore.server.rules import keys, pets, ratelimit
 from petstore.server.rules.auth import KeyVerifier
@@ -90,7 +90,7 @@ class PetsApi:
         api_key_id = await self._authenticate(exchange, keys.WRITE)
         parsing.check_json_content_type(exchange.header(b"content-type"))
         key = parsing.parse_idempotency_key(exchange.header(b"idempotency-key"))
-        new_pet = parsing.parse_new_pet(await self.bodies.read(exchange))
+        new_pet = newpet.parse_new_pet(await self.bodies.read(exchange))
         if key is None:
             await exchange.respond(201, encode(await pets.create(self.store, new_pet)))
             return
