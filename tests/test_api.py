@@ -4,7 +4,6 @@ decisions that shape them: D1-D9, D11, D14."""
 from __future__ import annotations
 
 import re
-import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -14,10 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from petstore.schemas import PetStatus
-from petstore.server import errors
 from petstore.server.app import create_app
 from petstore.server.config import Settings
-from petstore.server.rules import pets
 from petstore.server.rules.pagination import PageCache
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
@@ -934,17 +931,18 @@ def test_get_pet_from_the_sunset_on_is_410_gone_naming_the_replacement(
         (datetime(2031, 6, 1, tzinfo=UTC).timestamp(), True),
     ],
 )
-def test_the_wall_clock_sunset_check_turns_at_the_sunset(
-    monkeypatch: pytest.MonkeyPatch, epoch: float, gone: bool
+def test_the_sunset_check_turns_at_the_sunset(
+    client: TestClient, auth: dict[str, str], clock: FakeClock, epoch: float, gone: bool
 ) -> None:
-    # A served app without an injected clock reads the wall clock as epoch seconds.
-    check = pets.sunset_check(None)
-    monkeypatch.setattr(time, "time", lambda: epoch)
+    # One check, on the injected clock, whatever the clock is.
+    pet = create(client, auth)
+    clock.set(datetime.fromtimestamp(epoch, UTC))
+    response = client.get(f"/v1/pets/{pet['id']}", headers=auth)
     if gone:
-        with pytest.raises(errors.Gone, match=r"removed on Thu, 05 Dec 2030 00:00:00 GMT"):
-            check()
+        message = assert_error(response, 410, "gone")
+        assert re.search(r"removed on Thu, 05 Dec 2030 00:00:00 GMT", message)
     else:
-        check()
+        assert response.status_code == 200
 
 
 def test_get_pet_of_a_missing_animal_after_the_sunset_is_410(
