@@ -4,6 +4,7 @@ decisions that shape them: D1-D9, D11, D14."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -999,3 +1000,20 @@ def test_get_pet_500_still_carries_deprecation_headers(
     response = client.get("/v1/pets/5", headers=auth)
     assert_error(response, 500, "internal_error")
     assert_deprecation_headers(response)
+
+
+def test_a_key_with_its_own_limit_is_named_the_key_policy(
+    client: TestClient, make_key: Callable[..., str], auth: dict[str, str]
+) -> None:
+    """D22: the RateLimit fields of a key with its own limit name the "key" policy;
+    the service's limit is the "default" one, also for a request without a valid key."""
+    own = {"Authorization": f"Bearer {make_key('own', rate_limit='3/minute')}"}
+    response = client.get("/v1/pets", headers=own)
+    assert response.headers["ratelimit-policy"] == '"key";q=3;w=60'
+    assert response.headers["ratelimit"].startswith('"key";r=2;t=')
+    response = client.get("/v1/pets", headers=auth)
+    assert response.headers["ratelimit-policy"] == '"default";q=600;w=60'
+    assert response.headers["ratelimit"].startswith('"default";r=')
+    response = client.get("/v1/pets", headers={"Authorization": "Bearer petstore_nope"})
+    assert response.status_code == 401
+    assert response.headers.get_list("ratelimit-policy") == ['"default";q=600;w=60']

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2
@@ -655,3 +658,51 @@ def test_request_id_of_a_500_is_in_its_log_lines(
     assert response.headers["x-request-id"] == "fault-1"
     names = {r.name for r in caplog.records if getattr(r, "request_id", None) == "fault-1"}
     assert names == {"petstore.access", "petstore.error"}
+
+
+# 503 unavailable within the request timeout (D25) -----------------------------------------
+
+
+@contextmanager
+def pets_table_locked(database_url: str) -> Iterator[None]:
+    """Another connection holds the database's write lock on the pets (SQLite) or
+    the pets table itself (PostgreSQL) until the block ends: a store call that
+    writes a pet waits as long."""
+    if database_url.startswith("sqlite"):
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(database_url) as pg:
+        pg.execute("LOCK TABLE pets IN EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            pg.rollback()
+
+
+def test_a_request_the_database_does_not_answer_in_time_is_503_within_the_timeout(
+    database_url: str, auth: dict[str, str]
+) -> None:
+    settings = Settings(database_url=database_url, request_timeout_seconds=1)
+    with (
+        TestClient(create_app(settings), raise_server_exceptions=False) as client,
+        pets_table_locked(database_url),
+    ):
+        started = time.monotonic()
+        response = client.post("/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth)
+        took = time.monotonic() - started
+        message = assert_error(response, 503, "unavailable")
+        assert "within 1 s" in message
+        assert response.headers["retry-after"].isdigit()
+        assert_security_headers(response)
+        assert 0.7 <= took < 1.5, took  # the database would have made it wait 5 s
+    # The instance goes on answering once the database does.
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        assert client.get("/v1/pets", headers=auth).status_code == 200
