@@ -134,7 +134,7 @@ def create_app(
             await store.close()
             if traces is not None:
                 traces.shutdown()
-            logs.flush()
+            logs.close()  # the flush thread stops with the app
 
     return Service(
         routes,
