@@ -4,9 +4,10 @@ request from its first byte to its log line.
 For each request, in order: the request id (a sane ``X-Request-ID`` is kept), the
 ``X-Forwarded-*`` headers when trusted, the D18 security headers, the route
 (:class:`petstore.server.http.routes.Router`; an unknown path is 404, a method the path lacks
-405 with ``Allow``), its handler, then the Error body of whatever error the handler
-raised (:func:`petstore.server.errors.render`: a ``PetstoreError`` as itself, anything
-else as 500 ``internal_error``, logged), and last the metrics and the access line.
+405 with ``Allow``), its handler within the request timeout (D25), then the Error body
+of whatever error the handler raised (:func:`petstore.server.errors.render`: a
+``PetstoreError`` as itself, anything else as 500 ``internal_error``, logged), and
+last, however the request ended, the metrics and the access line (``finally``).
 """
 
 from __future__ import annotations
@@ -81,21 +82,14 @@ class Service:
             if scope["type"] == "lifespan":
                 await self._run_lifespan(receive, send)
             return
-        raw_request_id, traceparent = self._read_headers(scope)
-        exchange = Exchange(
-            scope,
-            receive,
-            send,
-            raw_request_id.decode(),
-            [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)],
-        )
+        request_id, traceparent = self._read_headers(scope)
+        headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
+        exchange = Exchange(scope, receive, send, request_id.decode(), headers)
         started = time.perf_counter()
         self.metrics.started()
         try:
             if self.tracer is None:
-                exchange.trace_id = (
-                    None if traceparent is None else tracing.trace_id_of(traceparent)
-                )
+                exchange.trace_id = tracing.trace_id_of(traceparent)
                 await self._answer_in_time(exchange)
             else:
                 await self._answer_traced(exchange, self.tracer)
@@ -105,7 +99,8 @@ class Service:
     def _read_headers(self, scope: Scope) -> tuple[bytes, bytes | None]:
         """The request id (the client's when sane, else a new random one) and the
         ``traceparent`` of the request; with ``trust_forwarded``, the client address
-        and scheme of ``scope`` replaced by the load balancer's."""
+        and scheme of ``scope`` replaced by the load balancer's. One pass over the
+        headers for the three: this runs for every request."""
         raw_request_id = traceparent = None
         for name, value in scope["headers"]:
             if name == b"x-request-id":
