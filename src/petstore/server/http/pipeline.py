@@ -89,7 +89,9 @@ class Service:
         self.metrics.started()
         try:
             if self.tracer is None:
-                exchange.trace_id = tracing.trace_id_of(traceparent)
+                exchange.trace_id = (
+                    None if traceparent is None else tracing.trace_id_of(traceparent)
+                )
                 await self._answer_in_time(exchange)
             else:
                 await self._answer_traced(exchange, self.tracer)
