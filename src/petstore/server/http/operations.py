@@ -101,7 +101,7 @@ class PetsApi:
             (b"deprecation", f"@{int(deprecation.date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
         ]
-        self._deprecation_by_base: LRUCache[str, list[Header]] = LRUCache(maxsize=64)
+        self._deprecation_by_host: LRUCache[tuple[str, str], list[Header]] = LRUCache(64)
         self._gone = (
             f"GET /v1/pets/{{petId}} was removed on {format_datetime(pets.SUNSET, usegmt=True)}; "
             f"use {pets.REPLACEMENT}"
@@ -140,7 +140,7 @@ class PetsApi:
         """getPet (interface: Get one animal; deprecated, D14): one animal by id, 410
         from the sunset on. Every answer, errors included, carries the deprecation
         headers."""
-        exchange.headers += self._deprecation_headers(exchange.base_url())
+        exchange.headers += self._deprecation_headers(exchange)
         await self._authenticate(exchange, keys.READ)
         if self.clock() >= pets.SUNSET:  # interface: Versioning
             raise errors.Gone(self._gone)
@@ -210,16 +210,15 @@ class PetsApi:
             found = self._policies[own_limit] = (name, (b"ratelimit-policy", field))
         return found
 
-    def _deprecation_headers(self, base_url: str) -> list[Header]:
-        """getPet's D14 headers, the Link absolute under ``base_url``; built once for
-        each base URL, the 64 last used kept."""
-        headers = self._deprecation_by_base.get(base_url)
+    def _deprecation_headers(self, exchange: Exchange) -> list[Header]:
+        """getPet's D14 headers, the Link absolute under the base URL the client called;
+        built once for each scheme and Host, the 64 last used kept."""
+        key = (exchange.scope["scheme"], exchange.header(b"host") or "")
+        headers = self._deprecation_by_host.get(key)
         if headers is None:
-            link = f'<{base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
-            headers = self._deprecation_by_base[base_url] = [
-                *self._deprecation,
-                (b"link", link.encode()),
-            ]
+            docs = f"{exchange.base_url()}v1/docs/deprecations"
+            link = f'<{docs}>; rel="deprecation"; type="text/html"'.encode()
+            headers = self._deprecation_by_host[key] = [*self._deprecation, (b"link", link)]
         return headers
 
 
