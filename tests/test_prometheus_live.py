@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from deploy.processes import Daemon, free_port, wait_for
-from petstore import db
+from petstore.server.store import migrate
 from tests.conftest import LiveServer, postgres_database, redis_url
 
 pytestmark = pytest.mark.slow
@@ -159,7 +159,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     """Prometheus scraping the two instances and a dead target, after the load."""
     root = tmp_path_factory.mktemp("prometheus-live")
     with postgres_database() as database_url:
-        db.upgrade(database_url)
+        migrate.upgrade(database_url)
         limited = LiveServer(
             root / "postgres",
             env={

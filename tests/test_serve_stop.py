@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from bench.servers import child_pids
+from deploy.processes import child_pids
 from tests.conftest import LiveServer
 from tests.test_crash_safety import CrashableServer, _wait_gone
 from tests.test_slow_clients import post_head, read_answer
