@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,39 +29,22 @@ class GroupServer(CrashableServer):
     one: ``signal_group`` reaches the main process and every worker at once."""
 
     def start(self, *args: str) -> None:
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "petstore", "serve", *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                cwd=self.root,
-                start_new_session=True,
-            )
+        # deploy.processes starts every server in a session (and group) of its own.
+        super().start(*args)
+        assert self.process is not None
         deadline = time.monotonic() + 30
-        while not _healthy(self.url):
-            assert self.process.poll() is None, self.output()
-            assert time.monotonic() < deadline, self.output()
-            time.sleep(0.1)
         workers = int(self.env.get("PETSTORE_WORKERS", "1"))
         while self.output().count("[INFO] Started worker-") < workers:
             assert time.monotonic() < deadline, self.output()
             time.sleep(0.05)
-        self.workers += child_pids(self.process.pid)
-        self.key = self.key or self.dev_key
+        # the workers started after /healthz first answered, too
+        self.workers += [pid for pid in child_pids(self.process.pid) if pid not in self.workers]
 
     def signal_group(self, signum: signal.Signals) -> float:
         assert self.process is not None
         sent = time.monotonic()
         os.killpg(self.process.pid, signum)
         return sent
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx2.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx2.TransportError:
-        return False
 
 
 @pytest.fixture

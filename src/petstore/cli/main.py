@@ -11,7 +11,9 @@ import json
 import os
 import socket
 import sys
+import time
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
@@ -44,12 +46,40 @@ def refuse_a_taken_address(host: str, port: int) -> None:
     which Linux refuses while any socket listens there, also one of another granian
     server that binds with SO_REUSEPORT; SO_REUSEADDR lets a restart pass the
     connections of the last run still in TIME_WAIT. Only granian's workers, started
-    after this, share the port with SO_REUSEPORT."""
+    after this, share the port with SO_REUSEPORT. An address still taken after
+    :data:`_TAKEN_GRACE_SECONDS` is refused."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise click.UsageError(f"cannot listen on {host}: {exc.strerror}") from None
     family, kind, proto, _, address = infos[0]
+    deadline = time.monotonic() + _TAKEN_GRACE_SECONDS
+    while not _can_bind(family, kind, proto, address, host=host, port=port):
+        if time.monotonic() >= deadline:
+            raise click.ClickException(
+                f"{host}:{port} is already in use by another process (another petstore "
+                f"serve?); stop it, or choose another port with --port (or PETSTORE_PORT)"
+            )
+        time.sleep(0.05)
+
+
+#: How long a taken address is tried again before serve refuses it: the workers of an
+#: instance whose main process was just killed close their sockets within moments,
+#: and a supervisor's restart should not fail on them.
+_TAKEN_GRACE_SECONDS = 1.0
+
+
+def _can_bind(
+    family: socket.AddressFamily,
+    kind: socket.SocketKind,
+    proto: int,
+    address: Any,
+    *,
+    host: str,
+    port: int,
+) -> bool:
+    """Whether a socket without SO_REUSEPORT can bind ``address`` now; raises
+    click.ClickException for an error other than the address being in use."""
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -57,10 +87,8 @@ def refuse_a_taken_address(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
-            raise click.ClickException(
-                f"{host}:{port} is already in use by another process (another petstore "
-                f"serve?); stop it, or choose another port with --port (or PETSTORE_PORT)"
-            ) from None
+            return False
+    return True
 
 
 def drain_seconds(settings: Settings) -> float:
