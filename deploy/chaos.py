@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from deploy.cluster import Cluster
+from deploy.failover import NODES
 from petstore.client import Client, EventHooks, PetStatus
 from petstore.client.errors import PetstoreClientError
 
@@ -167,7 +168,7 @@ def faults(cluster: Cluster) -> list[tuple[str, Callable[[], None]]]:
     def kill_primary() -> None:
         primary = cluster.postgres.primary()
         cluster.postgres.kill_node(primary)
-        cluster.postgres.wait_for_promotion(1 - primary)
+        cluster.postgres.wait_for_promotion([i for i in range(NODES) if i != primary])
         cluster.postgres.start_node(primary)
         cluster.postgres.wait_until_replicated()
 
