@@ -133,9 +133,7 @@ class Cluster:
         self.postgres.create()
         self._write_secrets()
         self._petstore("db", "upgrade")
-        key = self._petstore(
-            "keys", "create", "--name", "load", "--rate-limit", "100000/second"
-        )
+        key = self._petstore("keys", "create", "--name", "load", "--rate-limit", "100000/second")
         for index in range(len(self.instances)):
             self.start_instance(index)
         self._start_haproxy()
@@ -211,9 +209,7 @@ class Cluster:
             env=env,
         )
         self.instances[index] = daemon
-        wait_for(
-            lambda: _ready(address, port) or not daemon.alive(), what=f"instance {index + 1}"
-        )
+        wait_for(lambda: _ready(address, port) or not daemon.alive(), what=f"instance {index + 1}")
         if not daemon.alive():
             raise ServerUnavailableError(f"instance {index + 1} exited; see its log")
 

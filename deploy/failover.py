@@ -233,7 +233,9 @@ class PostgresNodes:
     def postgres_pid(self, index: int) -> int | None:
         """The postmaster's process id of node ``index`` (from postmaster.pid)."""
         try:
-            return int((self.root / "pg" / f"node{index + 1}" / "postmaster.pid").read_text().split()[0])
+            return int(
+                (self.root / "pg" / f"node{index + 1}" / "postmaster.pid").read_text().split()[0]
+            )
         except (OSError, ValueError, IndexError):
             return None
 

@@ -37,7 +37,7 @@ _NETNS_DIR = Path("/run/netns")
 
 
 def _ip(*args: str) -> None:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)  # noqa: S607
+    result = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)  # noqa: S603, S607
     if result.returncode != 0:
         raise ServerUnavailableError(f"ip {' '.join(args)}: {result.stderr.strip()}")
 
@@ -53,7 +53,7 @@ def remove_all() -> list[str]:
     """Delete every namespace named with :data:`PREFIX` (their veth ends and the
     bridge go with them); returns the ones that could not be deleted."""
     for name in leftovers():
-        subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)  # noqa: S607
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)  # noqa: S603, S607
     return leftovers()
 
 
@@ -61,7 +61,7 @@ def check_subnet_is_free() -> None:
     """Raises ServerUnavailableError when an address or route of this namespace
     overlaps :data:`SUBNET`: the test hosts must collide with nothing."""
     for what in ("addr", "route"):
-        out = subprocess.run(
+        out = subprocess.run(  # noqa: S603
             ["ip", "-o", what, "show"],  # noqa: S607
             capture_output=True,
             text=True,
@@ -102,6 +102,10 @@ class Loopback:
         which execs in place so the process id is the program's)."""
         return [*_become(user), *argv]
 
+    def namespace(self, name: str) -> str:
+        """The namespace of host ``name`` (on loopback: none, this one)."""
+        return f"{PREFIX}{name}"
+
     def up(self) -> None:
         """Nothing to make."""
 
@@ -120,10 +124,6 @@ class Network(Loopback):
         super().__init__(names)
         hosts = list(SUBNET.hosts())
         self.addresses = {name: str(hosts[9 + i]) for i, name in enumerate(self.names)}
-
-    def namespace(self, name: str) -> str:
-        """The namespace of host ``name``."""
-        return f"{PREFIX}{name}"
 
     def up(self) -> None:
         """Remove leftovers, check the range, then make the switch and every host.
@@ -166,8 +166,9 @@ class Network(Loopback):
         """Drop packets both ways between every host of ``group`` and every host of
         ``others`` (a share ``probability`` of them, 0 < probability <= 1), by rules
         in ``group``'s hosts."""
-        chance = [] if probability >= 1 else [
-            "-m", "statistic", "--mode", "random", "--probability", f"{probability:.3f}"]  # fmt: skip
+        share = f"{probability:.3f}"
+        chance = [] if probability >= 1 else ["-m", "statistic", "--mode", "random",
+                                              "--probability", share]  # fmt: skip
         for name in group:
             for other in others:
                 address = self.addresses[other]
@@ -184,7 +185,10 @@ class Network(Loopback):
         """Run the calling thread inside host ``name`` for the block: its new sockets
         are that host's (setns(2) acts on one thread only)."""
         libc = ctypes.CDLL(None, use_errno=True)
-        with open("/proc/thread-self/ns/net") as home, open(_NETNS_DIR / self.namespace(name)) as ns:
+        with (
+            open("/proc/thread-self/ns/net") as home,
+            open(_NETNS_DIR / self.namespace(name)) as ns,
+        ):
             _setns(libc, ns.fileno())
             try:
                 yield
