@@ -57,6 +57,17 @@ def remove_all() -> list[str]:
     return leftovers()
 
 
+def _processes_in(namespace: str) -> bool:
+    """Whether a process runs in ``namespace`` (``ip netns pids``)."""
+    result = subprocess.run(  # noqa: S603
+        ["ip", "netns", "pids", namespace],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return bool(result.stdout.split())
+
+
 def check_subnet_is_free() -> None:
     """Raises ServerUnavailableError when an address or route of this namespace
     overlaps :data:`SUBNET`: the test hosts must collide with nothing."""
@@ -126,8 +137,14 @@ class Network(Loopback):
         self.addresses = {name: str(hosts[9 + i]) for i, name in enumerate(self.names)}
 
     def up(self) -> None:
-        """Remove leftovers, check the range, then make the switch and every host.
-        Raises ServerUnavailableError (after removing what it made) on a failure."""
+        """Remove a crashed run's leftovers, check the range, then make the switch and
+        every host. Raises ServerUnavailableError when test hosts with processes in
+        them exist (a live run: one at a time), or, after removing what it made, on a
+        failure."""
+        if busy := [name for name in leftovers() if _processes_in(name)]:
+            raise ServerUnavailableError(
+                f"test hosts {', '.join(busy)} are in use: stop that run first (make cluster-down)"
+            )
         remove_all()
         check_subnet_is_free()
         try:
