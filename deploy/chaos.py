@@ -6,8 +6,8 @@ were told.
 
 The faults, in order, each round: an instance is SIGKILLed and restarted; every
 instance is restarted in turn (a rolling deploy: SIGTERM, drain, start, back in
-rotation); the PostgreSQL primary is SIGKILLed with its keeper (a lost machine), the
-secondary promoted, the old primary brought back as the new secondary; Redis is
+rotation); the PostgreSQL primary is SIGKILLed with its keeper (a lost machine), a
+secondary promoted, the old primary brought back as a secondary; Redis is
 restarted. The workers use :class:`petstore.client.Client` as any caller would:
 creates with an Idempotency-Key, lists following ``rel="next"``, reads; the client
 retries on its own (connection errors, 429, 503) for about half a minute.
