@@ -4,7 +4,7 @@ part, :mod:`deploy.hosts`), client workers each on a host of its own running
 faults (:mod:`deploy.faults`) cuts links, drops packets, pauses and kills; every
 operation is recorded and the history checked (:mod:`deploy.history`).
 
-    python -m deploy.chaos_network [--duration 400] [--seed N] [--workers 6] [--kinds all]
+    python -m deploy.chaos_network [--duration 420] [--seed N] [--workers 8] [--kinds all]
 
 The seed is printed first: the same seed replays the same schedule (which faults,
 in which order, their victims and lengths). It prints a table per fault kind and, as
@@ -163,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     """The command line of ``make chaos-network``; exit 0 when the checker found
     nothing, 1 otherwise, 2 when the deployment did not come up or recover."""
     parser = argparse.ArgumentParser(prog="python -m deploy.chaos_network", description=__doc__)
-    parser.add_argument("--duration", type=float, default=400, help="seconds of faults")
+    parser.add_argument("--duration", type=float, default=420, help="seconds of faults")
     parser.add_argument("--seed", type=int, default=None, help="the schedule's seed")
-    parser.add_argument("--workers", type=int, default=6, help="client hosts, one worker each")
+    parser.add_argument("--workers", type=int, default=8, help="client hosts, one worker each")
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--hold", type=float, default=8.0, help="seconds a partition lasts")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after each fault")
