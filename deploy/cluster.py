@@ -120,8 +120,8 @@ class Cluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # the postgres user keeps its nodes under it
         (self.root / "tmp").mkdir(exist_ok=True)
+        self.hosts.up()  # cleans up after itself; refuses another run's live hosts
         try:
-            self.hosts.up()
             with self.harness():
                 return self._start()
         except BaseException:
@@ -339,7 +339,8 @@ def down(root: Path) -> list[str]:
     time.sleep(0.2)
     shutil.rmtree(root, ignore_errors=True)
     left = [f"process group {g}" for g in state["groups"] if _group_alive(g)]
-    left += [f"namespace {name}" for name in test_hosts.remove_all()]
+    if state.get("hosts"):
+        left += [f"namespace {name}" for name in test_hosts.remove_all()]
     return left + [f"port {p}" for p in state["ports"] if listening(p)]
 
 
@@ -369,9 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "down":
         if not (STATE_DIR / _STATE).exists():
-            left = test_hosts.remove_all()
+            busy = test_hosts.remove_leftovers()
             print("No cluster is running (no .cluster/state.json).")
-            return 1 if left else 0
+            if busy:
+                print(f"Test hosts of a live run left alone: {', '.join(busy)}", file=sys.stderr)
+            return 1 if busy else 0
         left = down(STATE_DIR)
         print("Cluster stopped; no process or port left." if not left else f"Left: {left}")
         return 1 if left else 0

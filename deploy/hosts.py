@@ -57,6 +57,16 @@ def remove_all() -> list[str]:
     return leftovers()
 
 
+def remove_leftovers() -> list[str]:
+    """Delete the namespaces named with :data:`PREFIX` when no process runs in any of
+    them (what a crashed run left); when a process runs in one, they are a live run's
+    (its switch included) and all are left alone: returns those in use."""
+    busy = [name for name in leftovers() if _processes_in(name)]
+    if not busy:
+        remove_all()
+    return busy
+
+
 def _processes_in(namespace: str) -> bool:
     """Whether a process runs in ``namespace`` (``ip netns pids``)."""
     result = subprocess.run(  # noqa: S603
@@ -141,11 +151,10 @@ class Network(Loopback):
         every host. Raises ServerUnavailableError when test hosts with processes in
         them exist (a live run: one at a time), or, after removing what it made, on a
         failure."""
-        if busy := [name for name in leftovers() if _processes_in(name)]:
+        if busy := remove_leftovers():
             raise ServerUnavailableError(
                 f"test hosts {', '.join(busy)} are in use: stop that run first (make cluster-down)"
             )
-        remove_all()
         check_subnet_is_free()
         try:
             _ip("netns", "add", _SWITCH)
