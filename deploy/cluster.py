@@ -340,7 +340,7 @@ def down(root: Path) -> list[str]:
     shutil.rmtree(root, ignore_errors=True)
     left = [f"process group {g}" for g in state["groups"] if _group_alive(g)]
     if state.get("hosts"):
-        left += [f"namespace {name}" for name in test_hosts.remove_all()]
+        left += [f"namespace {name}" for name in test_hosts.remove_all(kill=True)]
     return left + [f"port {p}" for p in state["ports"] if listening(p)]
 
 
@@ -370,11 +370,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "down":
         if not (STATE_DIR / _STATE).exists():
-            busy = test_hosts.remove_leftovers()
+            # Test hosts without a recorded cluster: a chaos-network run's, crashed or
+            # still running; cluster-down leaves nothing, so their processes end too.
+            if test_hosts.leftovers():
+                print(f"Removing test hosts: {', '.join(test_hosts.leftovers())}")
+            left = test_hosts.remove_all(kill=True)
             print("No cluster is running (no .cluster/state.json).")
-            if busy:
-                print(f"Test hosts of a live run left alone: {', '.join(busy)}", file=sys.stderr)
-            return 1 if busy else 0
+            return 1 if left else 0
         left = down(STATE_DIR)
         print("Cluster stopped; no process or port left." if not left else f"Left: {left}")
         return 1 if left else 0

@@ -20,9 +20,10 @@ from __future__ import annotations
 import ctypes
 import ipaddress
 import os
+import signal
 import subprocess
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from deploy.processes import ServerUnavailableError, postgres_user
@@ -49,9 +50,14 @@ def leftovers() -> list[str]:
     return sorted(p.name for p in _NETNS_DIR.iterdir() if p.name.startswith(PREFIX))
 
 
-def remove_all() -> list[str]:
+def remove_all(*, kill: bool = False) -> list[str]:
     """Delete every namespace named with :data:`PREFIX` (their veth ends and the
-    bridge go with them); returns the ones that could not be deleted."""
+    bridge go with them), with ``kill`` first SIGKILLing every process in them (a
+    crashed harness's orphans); returns the ones that could not be deleted."""
+    for name in leftovers() if kill else []:
+        for pid in _pids_in(name):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     for name in leftovers():
         subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)  # noqa: S603, S607
     return leftovers()
@@ -67,15 +73,20 @@ def remove_leftovers() -> list[str]:
     return busy
 
 
-def _processes_in(namespace: str) -> bool:
-    """Whether a process runs in ``namespace`` (``ip netns pids``)."""
+def _pids_in(namespace: str) -> list[int]:
+    """The processes that run in ``namespace`` (``ip netns pids``)."""
     result = subprocess.run(  # noqa: S603
         ["ip", "netns", "pids", namespace],  # noqa: S607
         capture_output=True,
         text=True,
         check=False,
     )
-    return bool(result.stdout.split())
+    return [int(pid) for pid in result.stdout.split()]
+
+
+def _processes_in(namespace: str) -> bool:
+    """Whether a process runs in ``namespace``."""
+    return bool(_pids_in(namespace))
 
 
 def check_subnet_is_free() -> None:
