@@ -2,9 +2,9 @@
 ``make chaos`` (one of each fault), and ``make cluster-down`` leaving nothing.
 
 HAProxy in front of two instances, PostgreSQL with pg_auto_failover (a primary and
-two secondaries, number_sync_standbys = 1, D26) and Redis, all started from Debian's binaries. The workers
-use petstore.client with its own retries; the run must lose, duplicate and fail
-nothing.
+two secondaries, number_sync_standbys = 1, D26) and Redis, all started from Debian's
+binaries. The workers use petstore.client with its own retries; the run must lose,
+duplicate and fail nothing.
 """
 
 from __future__ import annotations
