@@ -170,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold", type=float, default=8.0, help="seconds a partition lasts")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after each fault")
     parser.add_argument(
-        "--kinds", choices=["all", "partitions"], default="all",
-        help="every fault kind, or only those that cut links",
+        "--kinds", default="all",
+        help="all, partitions (those that cut links), or fault kinds separated by commas",
     )  # fmt: skip
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
-    kinds = list(chaos_faults.KINDS if args.kinds == "all" else chaos_faults.PARTITIONS)
+    named = {"all": chaos_faults.KINDS, "partitions": chaos_faults.PARTITIONS}
+    kinds = list(named.get(args.kinds) or args.kinds.split(","))
+    if unknown := set(kinds) - set(chaos_faults.KINDS):
+        parser.error(f"unknown fault kinds {sorted(unknown)}; the kinds: {chaos_faults.KINDS}")
     signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="petstore-chaos-network-") as folder:
         try:

@@ -40,6 +40,7 @@ KINDS = (
     "instance killed",
     "rolling restart",
     "Redis restarted",
+    "both secondaries cut off, then primary lost",
 )
 
 Fault = Callable[[], None]
@@ -91,6 +92,17 @@ def faults(
         time.sleep(hold)
         if pg.writable(third):
             notes.append(f"node{third + 1} was promoted with two data nodes out")
+        whole()
+
+    def both_secondaries_then_primary() -> None:
+        # D26: with one data node reachable no create may be acknowledged, so losing
+        # that node afterwards must lose nothing acknowledged.
+        primary = pg.primary()
+        net.cut([dbs[primary]], [dbs[i] for i in range(NODES) if i != primary])
+        time.sleep(hold * 1.5)  # longer than an instance's statement timeout
+        pg.kill_node(primary)
+        net.heal()
+        pg.wait_for_promotion([i for i in range(NODES) if i != primary], seconds=90)
         whole()
 
     def cut_redis() -> None:
@@ -146,7 +158,7 @@ def faults(
             KINDS,
             [cut_instance, isolate_primary, secondary_then_primary, cut_redis, lose_packets,
              pause_instance, pause_primary, lose_node, kill_instance, rolling_restart,
-             restart_redis],
+             restart_redis, both_secondaries_then_primary],
             strict=True,
         )
     )  # fmt: skip
