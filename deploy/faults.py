@@ -27,7 +27,7 @@ from deploy.processes import kill_group
 PARTITIONS = (
     "instance cut from the database",
     "primary isolated from monitor and secondaries",
-    "secondary cut off, then primary killed",
+    "secondary cut off and primary killed",
     "Redis cut off",
     "packets lost between instances and database",
 )
@@ -40,7 +40,7 @@ KINDS = (
     "instance killed",
     "rolling restart",
     "Redis restarted",
-    "both secondaries cut off, then primary lost",
+    "both secondaries cut off and primary lost",
 )
 
 Fault = Callable[[], None]
