@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         except ServerUnavailableError as exc:
             print(f"Error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("Interrupted: every process and test host it started is gone.", file=sys.stderr)
+            return 130
     if counts["broken"] and "operations" not in counts:
         return 2
     bad = ("lost", "duplicated", "stale", "skipped", "reused", "not_increasing", "failed", "broken")
