@@ -75,11 +75,11 @@ servers:
 ## cluster: the deployment on loopback: HAProxy at http://127.0.0.1:8080/v1, 3 instances, PostgreSQL (monitor + 3 data nodes) with failover, Redis (make cluster ARGS="--instances 5 --environment staging"; ARGS="--hosts": every part on a test host, a network namespace of its own)
 .PHONY: cluster cluster-down chaos chaos-network
 cluster: $(STAMP) servers
-	$(BIN)/python -m deploy.cluster up $(ARGS)
+	$(BIN)/python -m deploy.cluster_command up $(ARGS)
 
 ## cluster-down: stop everything make cluster started; fails if a process, port or test host (namespace) is left
 cluster-down: $(STAMP)
-	$(BIN)/python -m deploy.cluster down
+	$(BIN)/python -m deploy.cluster_command down
 
 ## chaos: faults under load through HAProxy (kill, rolling restart, failover, Redis), at most 10 minutes (make chaos ARGS="--rounds 1")
 chaos: $(STAMP) servers

@@ -2,8 +2,8 @@
 instances, PostgreSQL with automatic failover (:mod:`deploy.failover`: a monitor and
 three data nodes) and Redis for the shared rate-limit budget, from the files in deploy/.
 
-    python -m deploy.cluster up [--hosts] [--instances 3] [--environment production] [--port 8080]
-    python -m deploy.cluster down
+    python -m deploy.cluster_command up [--hosts] [--instances 3] [--port 8080]
+    python -m deploy.cluster_command down
 
 By default every part listens on this namespace's loopback. With ``--hosts`` every
 part runs on a test host of its own (:mod:`deploy.hosts`: one network namespace each,
@@ -19,12 +19,10 @@ taken and no test host remains (``make cluster-down``). :class:`Cluster` is also
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -49,7 +47,8 @@ from deploy.processes import (
 
 HERE = Path(__file__).resolve().parent
 STATE_DIR = HERE.parent / ".cluster"
-_STATE = "state.json"
+#: What :meth:`Cluster.save` writes under the root, for ``down`` from another process.
+STATE_FILE = "state.json"
 
 
 class Cluster:
@@ -287,7 +286,7 @@ class Cluster:
             "ports": [] if self.on_hosts else self.ports(),
             "hosts": self.on_hosts,
         }
-        (self.root / _STATE).write_text(json.dumps(state))
+        (self.root / STATE_FILE).write_text(json.dumps(state))
 
     def down(self) -> None:
         """Stop everything: SIGCONT and SIGTERM to all at once, then up to 10 s for each
@@ -322,87 +321,3 @@ def _ready(address: str, port: int) -> bool:
             return connection.recv(12).startswith(b"HTTP/1.1 200")
     except OSError:
         return False
-
-
-def down(root: Path) -> list[str]:
-    """Stop what a ``python -m deploy.cluster up`` started under ``root`` and delete
-    it; returns what is still alive or listening afterwards (nothing, normally)."""
-    state = json.loads((root / _STATE).read_text())
-    for pgid in state["groups"]:
-        kill_group(pgid, signal.SIGCONT)
-        kill_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_group_alive(g) for g in state["groups"]):
-        time.sleep(0.1)
-    for pgid in state["groups"]:
-        kill_group(pgid, signal.SIGKILL)
-    time.sleep(0.2)
-    shutil.rmtree(root, ignore_errors=True)
-    left = [f"process group {g}" for g in state["groups"] if _group_alive(g)]
-    if state.get("hosts"):
-        left += [f"namespace {name}" for name in test_hosts.remove_all(kill=True)]
-    return left + [f"port {p}" for p in state["ports"] if listening(p)]
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (a zombie, dead but not yet
-    reaped by its parent, does not count), read from /proc."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``up`` or ``down``; exit 0 on success, 1 when something failed or was left."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.cluster", description=__doc__)
-    parser.add_argument("command", choices=["up", "down"])
-    parser.add_argument(
-        "--hosts", action="store_true", help="every part on a test host (network namespace)"
-    )
-    parser.add_argument("--instances", type=int, default=3)
-    parser.add_argument("--environment", choices=["production", "staging"], default="production")
-    parser.add_argument("--port", type=int, default=8080, help="HAProxy's port on 127.0.0.1")
-    args = parser.parse_args(argv)
-    if args.command == "down":
-        if not (STATE_DIR / _STATE).exists():
-            # Test hosts without a recorded cluster: a chaos-network run's, crashed or
-            # still running; cluster-down leaves nothing, so their processes end too.
-            if test_hosts.leftovers():
-                print(f"Removing test hosts: {', '.join(test_hosts.leftovers())}")
-            left = test_hosts.remove_all(kill=True)
-            print("No cluster is running (no .cluster/state.json).")
-            return 1 if left else 0
-        left = down(STATE_DIR)
-        print("Cluster stopped; no process or port left." if not left else f"Left: {left}")
-        return 1 if left else 0
-    if (STATE_DIR / _STATE).exists():
-        print("A cluster is already running: make cluster-down first.", file=sys.stderr)
-        return 1
-    cluster = Cluster(
-        STATE_DIR, instances=args.instances, environment=args.environment, port=args.port,
-        on_hosts=args.hosts,
-    )  # fmt: skip
-    try:
-        key = cluster.up()
-    except ServerUnavailableError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"Petstore ({args.environment}) at {cluster.url}: HAProxy in front of "
-        f"{args.instances} instances, PostgreSQL primary + 2 secondaries, one synchronous "
-        f"(pg_auto_failover), Redis. Logs in {STATE_DIR}/."
-    )
-    print(f"API key (shown once): {key}")
-    on = f"ip netns exec {cluster.hosts.namespace('client1')} " if cluster.on_hosts else ""
-    print(f'  {on}curl -H "Authorization: Bearer {key}" {cluster.url}/pets')
-    print("Stop everything with: make cluster-down")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ import httpx
 import psycopg
 import pytest
 
-from deploy import chaos, cluster
+from deploy import chaos, cluster, cluster_command
 
 
 @pytest.fixture
@@ -96,12 +96,12 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         assert refused.headers["x-request-id"]
         groups, ports = [d.pid for d in topology.daemons()], topology.ports()
     finally:
-        left = cluster.down(root)
+        left = cluster_command.down(root)
     assert left == []
     for daemon in topology.daemons():
         assert daemon.process.wait(5) is not None
     assert not root.exists()
-    assert all(not cluster._group_alive(group) for group in groups)
+    assert all(not cluster_command.group_alive(group) for group in groups)
     assert not any(cluster.listening(port) for port in ports)
 
 
