@@ -11,8 +11,7 @@ URL with ``target_session_attrs=read-write``, TCP keepalives and ``tcp_user_time
 (D25): libpq keeps the node that accepts writes, so an instance follows a promotion,
 and a connection to a vanished host is found dead within seconds.
 
-Every part runs on a host of a :class:`~deploy.hosts.Network` (or of
-:class:`~deploy.hosts.Loopback`): ``pg_autoctl run`` as a
+Each part runs on its host (:mod:`deploy.hosts`): ``pg_autoctl run`` as a
 :class:`~deploy.processes.Daemon` (its PostgreSQL in the same process group), as the
 ``postgres`` user when we are root.
 """
@@ -22,7 +21,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 DATABASE = "petstore"
 NODES = 3
 _PACKAGE = "pg-auto-failover-cli and postgresql-15-auto-failover"
-#: libpq's bounds on every connection of an instance (D25): a dead peer is found
-#: within tcp_user_timeout (unacknowledged data) or keepalives_idle + 3 * interval.
+#: libpq's bounds on an instance's connections (D25): a dead peer is found within
+#: tcp_user_timeout (data unacknowledged) or keepalives_idle + 3 * interval (idle).
 CONNECTION_BOUNDS = (
     "connect_timeout=2&keepalives=1&keepalives_idle=5&keepalives_interval=1"
     "&keepalives_count=3&tcp_user_timeout=5000"
@@ -141,7 +139,8 @@ class PostgresNodes:
         for index in range(NODES):
             self._create_node(index)
             self.start_node(index)
-            wait_for(partial(self._registered, f"node{index + 1}"), what=f"node{index + 1}")
+            name = f"node{index + 1}"
+            wait_for(lambda: name in self.states(), what=name)  # noqa: B023 - called at once
             if index == 0:
                 wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
         self.wait_until_replicated(seconds=120)
@@ -167,9 +166,6 @@ class PostgresNodes:
             if line.strip() and not line.startswith("#"):
                 key, value = (part.strip() for part in line.split("=", 1))
                 self._autoctl(host, "config", "set", "--pgdata", str(pgdata), key, value)
-
-    def _registered(self, name: str) -> bool:
-        return name in self.states()
 
     def _monitor_answers(self) -> bool:
         return _ask(self.monitor_url, "SELECT 1") is not None
