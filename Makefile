@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers clean
+.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers operator-tools image clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,22 +39,36 @@ $(REDOCLY):
 	    >/dev/null 2>&1 || echo "Could not install nodejs (needs root and apt)."; }
 	npm install --no-audit --no-fund --silent --prefix .tools @redocly/cli@$(REDOCLY_VERSION)
 
-## lint-openapi: the served OpenAPI document through openapi-spec-validator and Redocly's recommended rules
-lint-openapi: $(STAMP) $(REDOCLY)
-	@mkdir -p .tools
+# The README's TypeScript route (npm, pinned, in .tools): openapi-typescript generates
+# types from the served document, tsc type-checks clients/typescript/check.ts with them.
+OPENAPI_TYPESCRIPT_VERSION := 7.13.0
+OPENAPI_FETCH_VERSION := 0.17.0
+TYPESCRIPT_VERSION := 5.9.3
+OPENAPI_TYPESCRIPT := .tools/node_modules/.bin/openapi-typescript
+$(OPENAPI_TYPESCRIPT): $(REDOCLY)
+	npm install --no-audit --no-fund --silent --prefix .tools \
+	  @redocly/cli@$(REDOCLY_VERSION) openapi-typescript@$(OPENAPI_TYPESCRIPT_VERSION) \
+	  openapi-fetch@$(OPENAPI_FETCH_VERSION) typescript@$(TYPESCRIPT_VERSION)
+
+## lint-openapi: the served OpenAPI document through openapi-spec-validator and Redocly's recommended rules, and the README's TypeScript types type-checked
+lint-openapi: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT)
+	@mkdir -p .tools/typescript
 	$(BIN)/petstore openapi > .tools/openapi.json
 	$(BIN)/openapi-spec-validator .tools/openapi.json
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml .tools/openapi.json
+	cp clients/typescript/check.ts clients/typescript/tsconfig.json .tools/typescript/
+	$(OPENAPI_TYPESCRIPT) .tools/openapi.json --default-non-nullable false -o .tools/typescript/petstore-api.ts
+	.tools/node_modules/.bin/tsc -p .tools/typescript/tsconfig.json
 
-unit: $(STAMP) browser servers
+unit: $(STAMP) browser servers operator-tools
 	$(BIN)/pytest
 
 ## unit-fast: the suite without the slow tests (real server processes, schemathesis), for development
 unit-fast: $(STAMP) servers
 	$(BIN)/pytest -m "not slow" -q
 
-## test-prerequisites: everything make test installs, so that it can then run with no network
-test-prerequisites: $(STAMP) $(REDOCLY) browser servers
+## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
+test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
 # chaos run the whole deployment (deploy/), from Debian's binaries; install the
@@ -88,6 +102,25 @@ chaos: $(STAMP) servers
 ## chaos-network: the deployment on test hosts under a seeded schedule of partitions, pauses, packet loss and kills, the history checked; at most 15 minutes, about 8 by default (make chaos-network ARGS="--duration 120 --seed 7")
 chaos-network: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m deploy.chaos_network $(ARGS)
+
+# The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
+# use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
+# and the live rules test) and systemd-analyze; install them when missing.
+operator-tools:
+	@missing=""; \
+	for tool in mmdebstrap buildah podman; do \
+	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$$missing runc"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	[ -z "$$missing" ] || { \
+	  echo "Installing Debian's$$missing for the image, the alert tests and the unit checks..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
+	    >/dev/null 2>&1 || echo "Could not install$$missing (needs root and apt)."; }
+
+## image: build localhost/petstore:<version> from Debian's packages and the pinned wheels, no registry (the first build needs the network; then cached in .tools/image)
+image: $(STAMP) operator-tools
+	$(BIN)/python -m deploy.image.build
 
 # The docs-page test drives Debian's chromium headless; install it when missing.
 browser:

@@ -38,10 +38,12 @@ from deploy.failover import NODES, PostgresNodes
 from deploy.processes import (
     Daemon,
     ServerUnavailableError,
+    answers,
     free_port,
     kill_group,
     listening,
     program,
+    start,
     wait_for,
 )
 
@@ -201,16 +203,13 @@ class Cluster:
         """Start instance ``index`` (``petstore serve`` on its port); returns once it
         answers ``/readyz``."""
         port, address = self.instance_ports[index], self.hosts.addresses[f"app{index + 1}"]
-        env = {**self.instance_env(), "PETSTORE_PORT": str(port), "PETSTORE_HOST": address}
-        daemon = Daemon(
+        self.instances[index] = start(
             self.hosts.run_in(f"app{index + 1}", [sys.executable, "-m", "petstore", "serve"]),
+            ready=lambda: answers(port, "/readyz", host=address),
+            what=f"instance {index + 1}",
             log=self.root / f"instance{index + 1}.log",
-            env=env,
+            env={**self.instance_env(), "PETSTORE_PORT": str(port), "PETSTORE_HOST": address},
         )
-        self.instances[index] = daemon
-        wait_for(lambda: _ready(address, port) or not daemon.alive(), what=f"instance {index + 1}")
-        if not daemon.alive():
-            raise ServerUnavailableError(f"instance {index + 1} exited; see its log")
 
     def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> None:
         """Send ``signum`` to instance ``index`` (SIGKILL: the whole process group) and
@@ -310,14 +309,5 @@ def _accepts(address: str, port: int) -> bool:
     try:
         with socket.create_connection((address, port), timeout=1):
             return True
-    except OSError:
-        return False
-
-
-def _ready(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=1) as connection:
-            connection.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            return connection.recv(12).startswith(b"HTTP/1.1 200")
     except OSError:
         return False

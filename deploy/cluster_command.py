@@ -22,7 +22,7 @@ from pathlib import Path
 
 from deploy import hosts as test_hosts
 from deploy.cluster import STATE_DIR, STATE_FILE, Cluster
-from deploy.processes import ServerUnavailableError, kill_group, listening
+from deploy.processes import ServerUnavailableError, group_alive, kill_group, listening
 
 
 def down(root: Path) -> list[str]:
@@ -43,19 +43,6 @@ def down(root: Path) -> list[str]:
     if state.get("hosts"):
         left += [f"namespace {name}" for name in test_hosts.remove_all(kill=True)]
     return left + [f"port {p}" for p in state["ports"] if listening(p)]
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (a zombie, dead but not yet
-    reaped by its parent, does not count), read from /proc."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
 
 
 def main(argv: list[str] | None = None) -> int:

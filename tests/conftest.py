@@ -6,14 +6,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import re
 import shutil
 import signal
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
@@ -34,6 +29,7 @@ from petstore.server.rules import keys
 from petstore.server.store import migrate, open_store
 from tests import servers
 from tests.conformance import Conformance
+from tests.servers import LiveServer
 
 #: What a store's create_api_key is given for a key as ``keys create`` makes it by
 #: default: both scopes (D21), the service's rate limit (D22).
@@ -205,86 +201,10 @@ def runner(database_url: str) -> CliRunner:
     return CliRunner(env={"PETSTORE_DATABASE_URL": database_url})
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def lifespan(app: Service) -> AbstractAsyncContextManager[None]:
     """The lifespan of an app from ``create_app`` (for tests that drive the app over
     httpx's ASGI transport, which does not run it)."""
     return app.lifespan()
-
-
-class LiveServer:
-    """A real ``petstore serve`` process on a free loopback port."""
-
-    def __init__(self, root: Path, *, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.database_url = f"sqlite:///{root / 'data' / 'petstore.db'}"
-        self.log = root / "serve.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
-        self.env.update(
-            {"PETSTORE_DATABASE_URL": self.database_url, "PETSTORE_PORT": str(self.port)}
-        )
-        # What a killed server leaves in its temporary folder stays in the test's.
-        self.env["TMPDIR"] = str(root)
-        self.env.update(env or {})
-        self.root = root
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, *args: str) -> None:
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "petstore", "serve", *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                cwd=self.root,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.output()
-            try:
-                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx2.TransportError:
-                time.sleep(0.1)
-        raise AssertionError(f"server did not start:\n{self.output()}")
-
-    def refused(self) -> subprocess.CompletedProcess[str]:
-        """Run ``petstore serve`` expecting it to refuse to start: its exit status and
-        output (a server that does start fails the test by the timeout)."""
-        return subprocess.run(
-            [sys.executable, "-m", "petstore", "serve"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    @property
-    def dev_key(self) -> str:
-        match = re.search(r"petstore_[A-Za-z0-9_-]{43}", self.output())
-        assert match, self.output()
-        return match.group(0)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 @pytest.fixture(scope="module")

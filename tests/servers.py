@@ -1,43 +1,69 @@
-"""Throwaway PostgreSQL and Redis servers for one test run, on free loopback ports.
+"""The real server processes of the suite, all started and stopped by
+:mod:`deploy.processes`: throwaway PostgreSQL and Redis servers for one test run,
+and :class:`LiveServer`, a real ``petstore serve``, each on a free loopback port.
 
 The suite needs no server the machine happens to run: ``postgres_server`` makes a
-fresh cluster with Debian's binaries (``initdb`` into a temporary directory,
-``pg_ctl`` on a free port, fsync off: it is thrown away), ``redis_server`` starts a
+fresh cluster with Debian's binaries (``initdb`` into a temporary directory, then
+``postgres`` on a free port, fsync off: it is thrown away), ``redis_server`` starts a
 ``redis-server`` without persistence, and both are stopped and deleted at the end of
 the run, also when it is interrupted (pytest tears session fixtures down on Ctrl-C;
-``atexit`` covers an exit that skips that). ``PETSTORE_TEST_POSTGRES_URL`` and
-``PETSTORE_TEST_REDIS_URL`` point the suite at servers of your own instead.
+``atexit`` covers an exit that skips that, and any LiveServer a test left running).
+``PETSTORE_TEST_POSTGRES_URL`` and ``PETSTORE_TEST_REDIS_URL`` point the suite at
+servers of your own instead.
 
-The servers start the way the local deployment's do (:mod:`deploy.processes`): as
-the unprivileged ``postgres`` user that Debian's package creates when the tests run
-as root, since ``initdb`` and ``postgres`` refuse root. pytest-postgresql's
-``postgresql_proc`` runs them as the current user, which is why this is not that
-plugin.
+The servers start the way the local deployment's do: as the unprivileged
+``postgres`` user that Debian's package creates when the tests run as root, since
+``initdb`` and ``postgres`` refuse root. pytest-postgresql's ``postgresql_proc`` runs
+them as the current user, which is why this is not that plugin.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from deploy.processes import (
+    Daemon,
     ServerUnavailableError,
+    answers,
     free_port,
     give_to_postgres,
     listening,
     postgres_user,
     program,
-    wait_for,
+    start,
 )
 
-__all__ = ["ServerUnavailableError", "postgres_server", "redis_server"]
+__all__ = ["LiveServer", "ServerUnavailableError", "postgres_server", "redis_server"]
 
 _HINT = "postgresql (make test installs it), or set PETSTORE_TEST_POSTGRES_URL"
+
+
+@contextmanager
+def _stopped_at_exit(daemon: Daemon, *, root: Path, signum: int = signal.SIGTERM) -> Iterator[None]:
+    """The block, after which ``daemon`` is stopped with ``signum`` and its folder
+    ``root`` deleted; by ``atexit`` when the interpreter exits first."""
+
+    def finish() -> None:
+        daemon.stop(signum=signum)
+        shutil.rmtree(root, ignore_errors=True)
+
+    atexit.register(finish)
+    try:
+        yield
+    finally:
+        finish()
+        atexit.unregister(finish)
 
 
 @contextmanager
@@ -45,41 +71,51 @@ def postgres_server() -> Iterator[str]:
     """A fresh PostgreSQL cluster on a free loopback port for as long as the block
     runs; yields the URL of its ``postgres`` database (user ``postgres``, trust).
     Raises ServerUnavailableError when the binaries are missing or it cannot start."""
-    initdb, pg_ctl = program("initdb", package=_HINT), program("pg_ctl", package=_HINT)
+    initdb, postgres = program("initdb", package=_HINT), program("postgres", package=_HINT)
     user = postgres_user()
     root = Path(tempfile.mkdtemp(prefix="petstore-test-postgres-"))
     data, port = root / "data", free_port()
-    give_to_postgres(root)
-
-    def run(*args: str) -> None:
-        result = subprocess.run(args, user=user, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise ServerUnavailableError(f"{args[0]} failed: {result.stderr or result.stdout}")
-
-    def stop() -> None:
-        if (data / "postmaster.pid").exists():
-            subprocess.run(
-                [pg_ctl, "stop", "-D", str(data), "-m", "immediate", "-w"],
-                user=user,
-                capture_output=True,
-                check=False,
-            )
+    try:
+        give_to_postgres(root)
+        done = subprocess.run(
+            [initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
+            user=user,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ServerUnavailableError(f"initdb failed: {done.stderr or done.stdout}")
+        settings = {
+            "listen_addresses": "127.0.0.1", "port": port, "unix_socket_directories": root,
+            "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+            "max_connections": 300,
+        }  # fmt: skip
+        options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
+        daemon = start(
+            [postgres, "-D", str(data), *options],
+            ready=partial(_accepts, port),
+            what="PostgreSQL",
+            log=root / "server.log",
+            user=user,
+        )
+        # Thrown away: an immediate shutdown (SIGQUIT), as `pg_ctl stop -m immediate`.
+        with _stopped_at_exit(daemon, root=root, signum=signal.SIGQUIT):
+            yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    atexit.register(stop)
+
+def _accepts(port: int) -> bool:
+    """Whether the PostgreSQL server on ``port`` accepts a session (it listens
+    before it has finished starting up)."""
+    import psycopg
+
     try:
-        run(initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8")
-        options = (
-            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=300"
-        )
-        run(pg_ctl, "start", "-D", str(data), "-w", "-l", str(root / "server.log"), "-o", options)
-        wait_for(lambda: listening(port), what="PostgreSQL")
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        stop()
-        atexit.unregister(stop)
+        psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres").close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 @contextmanager
@@ -94,37 +130,84 @@ def redis_server() -> Iterator[str]:
             "does), or set PETSTORE_TEST_REDIS_URL to a server of your own"
         )
     port = free_port()
-    process = subprocess.Popen(
-        [
-            executable,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def stop() -> None:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    atexit.register(stop)
+    root = Path(tempfile.mkdtemp(prefix="petstore-test-redis-"))
+    argv = [executable, "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
     try:
-        wait_for(lambda: process.poll() is not None or listening(port), what="Redis")
-        if process.poll() is not None:
-            raise ServerUnavailableError(f"redis-server exited with {process.returncode}")
-        yield f"redis://127.0.0.1:{port}/0"
+        daemon = start(
+            [*argv, "--appendonly", "no", "--dir", str(root)],
+            ready=partial(listening, port),
+            what="Redis",
+            log=root / "redis.log",
+        )
+        with _stopped_at_exit(daemon, root=root):
+            yield f"redis://127.0.0.1:{port}/0"
     finally:
-        stop()
-        atexit.unregister(stop)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class LiveServer:
+    """A real ``petstore serve`` process on a free loopback port, on the SQLite file
+    ``root/data/petstore.db`` unless ``env`` names another database; ``env`` wins
+    over ours (which has no PETSTORE_* variable of the caller's)."""
+
+    def __init__(self, root: Path, *, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.database_url = f"sqlite:///{root / 'data' / 'petstore.db'}"
+        self.log = root / "serve.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
+        self.env.update(
+            {"PETSTORE_DATABASE_URL": self.database_url, "PETSTORE_PORT": str(self.port)}
+        )
+        # What a killed server leaves in its temporary folder stays in the test's.
+        self.env["TMPDIR"] = str(root)
+        self.env.update(env or {})
+        self.root = root
+        self.daemon: Daemon | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The ``petstore serve`` (granian main) process of the last start."""
+        return None if self.daemon is None else self.daemon.process
+
+    def start(self, *args: str) -> None:
+        """Start ``petstore serve *args`` (its log started afresh) and return once
+        ``/healthz`` answers 200; raises ServerUnavailableError with the end of the
+        log when it exits first or does not answer within 30 s."""
+        self.daemon = start(
+            [sys.executable, "-m", "petstore", "serve", *args],
+            ready=partial(answers, self.port, "/healthz"),
+            what="petstore serve",
+            log=self.log,
+            env=self.env,
+            cwd=self.root,
+            append=False,
+        )
+        atexit.register(self.stop)
+
+    def refused(self) -> subprocess.CompletedProcess[str]:
+        """Run ``petstore serve`` expecting it to refuse to start: its exit status and
+        output (a server that does start fails the test by the timeout)."""
+        return subprocess.run(
+            [sys.executable, "-m", "petstore", "serve"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    @property
+    def dev_key(self) -> str:
+        match = re.search(r"petstore_[A-Za-z0-9_-]{43}", self.output())
+        assert match, self.output()
+        return match.group(0)
+
+    def stop(self) -> None:
+        """SIGINT (a stop without a drain), SIGKILL to all that is left after 15 s."""
+        if self.daemon is not None:
+            self.daemon.stop(grace=15, signum=signal.SIGINT)
+        atexit.unregister(self.stop)

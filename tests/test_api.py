@@ -4,7 +4,7 @@ decisions that shape them: D1-D9, D11, D14."""
 from __future__ import annotations
 
 import re
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -14,10 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from petstore.schemas import PetStatus
-from petstore.server import errors
 from petstore.server.app import create_app
 from petstore.server.config import Settings
-from petstore.server.rules import pets
 from petstore.server.rules.pagination import PageCache
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
@@ -580,6 +578,14 @@ def test_unknown_status_filter_is_400_naming_status(
     assert "status" in assert_error(response, 400, "invalid_request")
 
 
+def test_unknown_status_filter_is_echoed_as_a_bad_limit_is(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    response = client.get("/v1/pets", params={"status": "lost"}, headers=auth)
+    message = assert_error(response, 400, "invalid_request")
+    assert message == "status: must be one of available, pending, sold, got 'lost'"
+
+
 @pytest.mark.parametrize("query", ["?foo=bar", "?page=2&offset=5", "?sort=-id", "?LIMIT=abc"])
 def test_unknown_query_parameters_are_ignored(
     client: TestClient, auth: dict[str, str], query: str
@@ -707,9 +713,9 @@ def test_page_cache_holds_at_most_its_bytes() -> None:
     cache.put((PetStatus.SOLD, 0, 2), b"[3,4]", "c4")
     assert cache.get((None, 0, 2)) == (b"[1,2]", "c2")
     assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", "c4")
-    cache.put((None, 2, 2), b"[5]", "c5")
+    cache.put((None, 2, 2), b"[5]", "c5")  # 13 bytes: the least recently used page goes
     assert cache.get((None, 0, 2)) is None
-    assert cache.get((PetStatus.SOLD, 0, 2)) is None
+    assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", "c4")
     assert cache.get((None, 2, 2)) == (b"[5]", "c5")
 
 
@@ -926,17 +932,18 @@ def test_get_pet_from_the_sunset_on_is_410_gone_naming_the_replacement(
         (datetime(2031, 6, 1, tzinfo=UTC).timestamp(), True),
     ],
 )
-def test_the_wall_clock_sunset_check_turns_at_the_sunset(
-    monkeypatch: pytest.MonkeyPatch, epoch: float, gone: bool
+def test_the_sunset_check_turns_at_the_sunset(
+    client: TestClient, auth: dict[str, str], clock: FakeClock, epoch: float, gone: bool
 ) -> None:
-    # A served app without an injected clock reads the wall clock as epoch seconds.
-    check = pets.sunset_check(None)
-    monkeypatch.setattr(time, "time", lambda: epoch)
+    # One check, on the injected clock, whatever the clock is.
+    pet = create(client, auth)
+    clock.set(datetime.fromtimestamp(epoch, UTC))
+    response = client.get(f"/v1/pets/{pet['id']}", headers=auth)
     if gone:
-        with pytest.raises(errors.Gone, match=r"removed on Thu, 05 Dec 2030 00:00:00 GMT"):
-            check()
+        message = assert_error(response, 410, "gone")
+        assert re.search(r"removed on Thu, 05 Dec 2030 00:00:00 GMT", message)
     else:
-        check()
+        assert response.status_code == 200
 
 
 def test_get_pet_of_a_missing_animal_after_the_sunset_is_410(
@@ -993,3 +1000,20 @@ def test_get_pet_500_still_carries_deprecation_headers(
     response = client.get("/v1/pets/5", headers=auth)
     assert_error(response, 500, "internal_error")
     assert_deprecation_headers(response)
+
+
+def test_a_key_with_its_own_limit_is_named_the_key_policy(
+    client: TestClient, make_key: Callable[..., str], auth: dict[str, str]
+) -> None:
+    """D22: the RateLimit fields of a key with its own limit name the "key" policy;
+    the service's limit is the "default" one, also for a request without a valid key."""
+    own = {"Authorization": f"Bearer {make_key('own', rate_limit='3/minute')}"}
+    response = client.get("/v1/pets", headers=own)
+    assert response.headers["ratelimit-policy"] == '"key";q=3;w=60'
+    assert response.headers["ratelimit"].startswith('"key";r=2;t=')
+    response = client.get("/v1/pets", headers=auth)
+    assert response.headers["ratelimit-policy"] == '"default";q=600;w=60'
+    assert response.headers["ratelimit"].startswith('"default";r=')
+    response = client.get("/v1/pets", headers={"Authorization": "Bearer petstore_nope"})
+    assert response.status_code == 401
+    assert response.headers.get_list("ratelimit-policy") == ['"default";q=600;w=60']

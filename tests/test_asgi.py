@@ -9,6 +9,7 @@ import time
 import pytest
 
 from petstore.server import errors
+from petstore.server.http.deadlines import Deadlines
 from petstore.server.http.exchange import BODY_CHECK_SECONDS, BodyReader, Exchange
 
 
@@ -54,5 +55,43 @@ def test_a_body_read_cancelled_by_the_server_stays_cancelled() -> None:
         reading.cancel()
         with pytest.raises(asyncio.CancelledError):
             await reading
+
+    asyncio.run(main())
+
+
+def test_an_early_deadline_cuts_between_one_tick_before_and_the_deadline() -> None:
+    """The request timeout's side of Deadlines (D25): cut no later than its seconds,
+    no earlier than one tick before, and the timer stops once nothing is watched."""
+
+    async def main() -> None:
+        deadlines = Deadlines(seconds=0.4, tick=0.1, early=True)
+        task = asyncio.current_task()
+        assert task is not None
+        started = time.monotonic()
+        deadlines.watch(task)
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            assert deadlines.was_cut(task)
+            task.uncancel()
+        finally:
+            deadlines.forget(task)
+        elapsed = time.monotonic() - started
+        assert 0.3 <= elapsed <= 0.4 + 0.05, elapsed
+        await asyncio.sleep(0.25)  # the timer's last tick finds nothing and stops
+        assert deadlines._timer is None
+
+    asyncio.run(main())
+
+
+def test_a_task_forgotten_in_time_is_never_cut() -> None:
+    async def main() -> None:
+        deadlines = Deadlines(seconds=0.1, tick=0.02, early=True)
+        task = asyncio.current_task()
+        assert task is not None
+        deadlines.watch(task)
+        deadlines.forget(task)
+        await asyncio.sleep(0.2)  # would raise CancelledError had it been cut
+        assert not deadlines.was_cut(task)
 
     asyncio.run(main())

@@ -19,7 +19,7 @@ import httpx
 import psycopg
 import pytest
 
-from deploy import chaos, cluster, cluster_command
+from deploy import chaos, cluster, cluster_command, processes
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     for daemon in topology.daemons():
         assert daemon.process.wait(5) is not None
     assert not root.exists()
-    assert all(not cluster_command.group_alive(group) for group in groups)
+    assert all(not processes.group_alive(group) for group in groups)
     assert not any(cluster.listening(port) for port in ports)
 
 

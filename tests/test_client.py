@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from deploy.processes import free_port
 from petstore.client import AsyncClient, Client, Page
 from petstore.client.errors import (
     AuthenticationError,
@@ -309,9 +309,7 @@ def test_retries_are_bounded_then_the_typed_error(base_url: str, live_server: Li
 
 
 def test_unreachable_service_is_transport_error_after_retries() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     secret = "petstore_" + "s" * 43
     client = Client(f"http://127.0.0.1:{port}/v1", api_key=secret, max_retries=2, backoff=0.01)
     with client, pytest.raises(TransportError) as caught:

@@ -137,7 +137,19 @@ INVALID = [
     pytest.param("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "-1", id="shutdown-drain-negative"),
     pytest.param("PETSTORE_SHUTDOWN_DRAIN_SECONDS", "nan", id="shutdown-drain-nan"),
     pytest.param("PETSTORE_SECRETS_DIR", "/nonexistent/petstore-secrets", id="secrets-dir-missing"),
+    pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "0", id="request-timeout-0"),
+    pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "-1", id="request-timeout-negative"),
+    pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "300.5", id="request-timeout-over-5min"),
+    pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "nan", id="request-timeout-nan"),
+    pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "soon", id="request-timeout-word"),
 ]
+
+
+def test_the_request_timeout_is_10_seconds_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D25."""
+    assert load_settings().request_timeout_seconds == 10
+    monkeypatch.setenv("PETSTORE_REQUEST_TIMEOUT_SECONDS", "2.5")
+    assert load_settings().request_timeout_seconds == 2.5
 
 
 @pytest.mark.parametrize(("variable", "value"), INVALID)

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
 import sqlite3
 import threading
 import time
@@ -27,7 +24,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from bench.servers import child_pids
+from deploy.processes import child_pids, free_port, running, wait_gone
 from petstore.server.store import migrate
 from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
 
@@ -42,28 +39,9 @@ OUTAGE_ANSWER_SECONDS = 7.0
 STATUSES = ("available", "pending", "sold")
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie waiting for its reaper does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _kill(pid: int) -> None:
-    try:
-        if b"petstore" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            os.kill(pid, signal.SIGKILL)
-    except (OSError, ProcessLookupError):
-        pass
-
-
 def _wait_gone(pids: list[int], *, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, f"processes still alive: {pids}"
-        time.sleep(0.02)
+    left = wait_gone(pids, seconds=timeout)
+    assert not left, f"processes still alive: {left}"
 
 
 class CrashableServer(LiveServer):
@@ -88,18 +66,14 @@ class CrashableServer(LiveServer):
 
     def crash(self) -> None:
         """SIGKILL the main process and every worker, no clean shutdown of any."""
-        assert self.process is not None
-        workers = child_pids(self.process.pid)
-        self.process.kill()
-        for pid in workers:
-            _kill(pid)
-        self.process.wait()
+        assert self.daemon is not None
+        workers = child_pids(self.daemon.pid)
+        self.daemon.kill()
         _wait_gone(workers)
 
     def close(self) -> None:
+        """Stop the server; every worker it ever had is gone."""
         self.stop()
-        for pid in self.workers:
-            _kill(pid)
         _wait_gone(self.workers)
 
 
@@ -340,9 +314,7 @@ class TcpProxy:
 
     def __init__(self, target: int) -> None:
         self.target = target
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -586,11 +558,11 @@ def test_sigkill_of_the_main_process_leaves_no_worker_serving(tmp_path: Path) ->
         server.process.kill()
         server.process.wait()
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        while time.monotonic() < deadline and any(running(pid) for pid in workers):
             time.sleep(0.1)
         try:
             answered = httpx2.get(f"{server.url}/healthz", timeout=2).status_code
         except httpx2.TransportError:
             answered = None
         assert answered is None, "a worker still serves after its server was killed"
-        assert not any(_alive(pid) for pid in workers)
+        assert not any(running(pid) for pid in workers)

@@ -43,6 +43,16 @@ def test_deprecation_page_names_the_replacement(client: TestClient) -> None:
     assert "05 Dec 2030" in page.text
 
 
+def test_the_deprecation_page_sets_only_code_in_code(client: TestClient) -> None:
+    page = client.get("/v1/docs/deprecations").text
+    codes = re.findall(r"<code>(.*?)</code>", page, flags=re.DOTALL)
+    assert "GET /v1/pets" in codes
+    assert codes, page
+    for code in codes:
+        assert not re.search(r"\b(with|the|for|from)\b", code), code
+    assert "with the <code>status</code> filter" in page
+
+
 def test_missing_docs_asset_is_a_404_error_body(client: TestClient) -> None:
     response = client.get("/v1/docs/assets/nope.js")
     assert response.status_code == 404

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2
@@ -210,6 +213,35 @@ def test_body_that_is_not_json_is_400_malformed_json(
     assert_error(response, 400, "malformed_json")
     assert_security_headers(response)
     assert_nothing_stored(client, auth)
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        pytest.param(
+            b'{"name": "Rex", "categoryId": 1,}', "line 1, column 33 (byte 32)", id="comma"
+        ),
+        pytest.param(
+            b'{\n  "name": "Rex",\n  "categoryId": }', "line 3, column 17 (byte 35)", id="line"
+        ),
+        pytest.param(b'{"name": "R\xc3\xa9\xffx"}', "byte 13", id="utf8"),
+    ],
+)
+def test_malformed_json_says_where(
+    client: TestClient, auth: dict[str, str], body: bytes, where: str
+) -> None:
+    response = post_raw(client, auth, body, "application/json")
+    assert where in assert_error(response, 400, "malformed_json")
+
+
+def test_a_lone_surrogate_is_called_what_it_is_not_invalid_utf8(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    body = b'{"name": "Rex\\ud800", "categoryId": 1}'
+    message = assert_error(post_raw(client, auth, body, "application/json"), 400, "malformed_json")
+    assert "lone surrogate" in message
+    assert "\\ud800" in message
+    assert "UTF-8" not in message
 
 
 def test_name_with_a_lone_surrogate_is_400_and_stores_nothing(
@@ -626,3 +658,51 @@ def test_request_id_of_a_500_is_in_its_log_lines(
     assert response.headers["x-request-id"] == "fault-1"
     names = {r.name for r in caplog.records if getattr(r, "request_id", None) == "fault-1"}
     assert names == {"petstore.access", "petstore.error"}
+
+
+# 503 unavailable within the request timeout (D25) -----------------------------------------
+
+
+@contextmanager
+def pets_table_locked(database_url: str) -> Iterator[None]:
+    """Another connection holds the database's write lock on the pets (SQLite) or
+    the pets table itself (PostgreSQL) until the block ends: a store call that
+    writes a pet waits as long."""
+    if database_url.startswith("sqlite"):
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(database_url) as pg:
+        pg.execute("LOCK TABLE pets IN EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            pg.rollback()
+
+
+def test_a_request_the_database_does_not_answer_in_time_is_503_within_the_timeout(
+    database_url: str, auth: dict[str, str]
+) -> None:
+    settings = Settings(database_url=database_url, request_timeout_seconds=1)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        with pets_table_locked(database_url):
+            started = time.monotonic()
+            response = client.post("/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth)
+            took = time.monotonic() - started
+            message = assert_error(response, 503, "unavailable")
+            assert "within 1 s" in message
+            assert response.headers["retry-after"].isdigit()
+            assert_security_headers(response)
+            assert 0.7 <= took < 1.5, took  # the database would have made it wait 5 s
+        # The instance goes on answering once the database does.
+        time.sleep(0.2)
+        response = client.post("/v1/pets", json={"name": "Max", "categoryId": 2}, headers=auth)
+        assert response.status_code == 201, response.text
+        assert "Max" in [pet["name"] for pet in client.get("/v1/pets", headers=auth).json()]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from petstore.server.telemetry import accesslines, logs
+from petstore.server.telemetry import logs, logstream
 
 #: A JSON access line's fields, in their order, when every one has a value.
 JSON_FIELDS = [
@@ -174,7 +175,7 @@ def test_many_json_access_lines_are_all_written_in_order(
     configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
 ) -> None:
     configure(True)
-    count = accesslines.ACCESS_BATCH * 2 + 3
+    count = logstream.ACCESS_BATCH * 2 + 3
     for n in range(count):
         log_known(f"r{n}")
     lines = [json.loads(text) for text in written(capfd)]
@@ -231,3 +232,31 @@ def test_configure_refuses_an_unknown_level_and_changes_nothing(
     with pytest.raises(ValueError, match="LOUD"):
         logs.configure(level="LOUD", json=True)
     assert (logger.handlers, logger.level) == before
+
+
+def _flush_threads() -> int:
+    return sum(thread.name == "log-flush" for thread in threading.enumerate())
+
+
+def test_the_flush_thread_stops_when_replaced_and_at_shutdown(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    before = _flush_threads()
+    configure(True)
+    configure(False)
+    configure(True)
+    assert _flush_threads() == before + 1  # each configure stops the thread it replaces
+    logs.close()  # what the app's lifespan does at shutdown
+    assert _flush_threads() == before
+    log_known("after-close")  # written at once, nothing left in a buffer
+    assert [json.loads(line)["request_id"] for line in capfd.readouterr().err.splitlines()] == [
+        "after-close"
+    ]
+
+
+def test_configure_patches_nothing_of_the_standard_library(
+    configure: Callable[[bool], None],
+) -> None:
+    flags = (logging._srcfile, logging.logThreads, logging.logProcesses)
+    configure(True)
+    assert (logging._srcfile, logging.logThreads, logging.logProcesses) == flags

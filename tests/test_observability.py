@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -13,11 +14,12 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from deploy.processes import free_port
 from petstore.server.app import create_app
 from petstore.server.config import Settings, SettingsError, load_settings
 from petstore.server.telemetry import logs
 from petstore.server.telemetry.metrics import Metrics
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer, lifespan
 from tests.test_logs import JSON_FIELDS
 
 
@@ -230,3 +232,61 @@ def test_the_last_requests_access_lines_survive_a_shutdown(tmp_path: Path) -> No
     finally:
         server.stop()
     assert '"request_id":"last-one"' in server.output()
+
+
+def test_a_request_cancelled_mid_way_is_counted_out_and_logged(
+    settings: Settings,
+    auth: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client that sends its headers and then nothing, its request cancelled while
+    the body is awaited (the server stopping, the connection dropped): the in-flight
+    gauge is back at 0 and the request has its access line, as 499."""
+    monkeypatch.setattr(logging.getLogger("petstore"), "propagate", True)
+    app = create_app(settings)
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/pets",
+        "raw_path": b"/v1/pets",
+        "root_path": "",
+        "query_string": b"",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 5000),
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"authorization", auth["Authorization"].encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"40"),
+            (b"x-request-id", b"cut-short"),
+        ],
+    }
+
+    async def scenario() -> None:
+        waiting = asyncio.Event()
+
+        async def receive() -> dict[str, object]:
+            waiting.set()
+            await asyncio.Event().wait()  # the body never comes
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, object]) -> None:
+            raise AssertionError(f"nothing is sent: {message}")
+
+        async with lifespan(app):
+            request = asyncio.create_task(app(scope, receive, send))
+            await waiting.wait()
+            assert _sample(app.metrics.render().decode(), "petstore_requests_in_flight") == 1
+            request.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await request
+            assert _sample(app.metrics.render().decode(), "petstore_requests_in_flight") == 0
+
+    with caplog.at_level(logging.INFO, logger="petstore.access"):
+        asyncio.run(scenario())
+    (line,) = [r for r in caplog.records if getattr(r, "request_id", None) == "cut-short"]
+    assert line.name == "petstore.access"
+    assert (line.method, line.route, line.status) == ("POST", "/v1/pets", 499)  # type: ignore[attr-defined]

@@ -40,3 +40,25 @@ def test_readme_curl_lines_work_against_a_server(live_server: LiveServer) -> Non
 def test_readme_shows_the_two_commands() -> None:
     assert "make serve" in README
     assert "make test" in README
+
+
+def test_readme_says_how_a_rerun_and_a_faster_import_work() -> None:
+    """Issue: a re-run adds nothing twice only with the same API key within 24 hours
+    (D16); a key with its own limit imports faster (D22)."""
+    section = README[README.index("### Importing animals") :]
+    section = section[: section.index("\n## ")]
+    assert "same API key within 24" in section
+    assert "--rate-limit 6000/minute" in section
+    assert "waiting" in section
+
+
+def test_readme_runs_the_python_example_with_the_virtualenv_python() -> None:
+    section = README[README.index("## From Python") :]
+    assert ".venv/bin/python" in section[: section.index("```python")]
+
+
+def test_readme_generates_typescript_types_that_leave_status_optional() -> None:
+    section = README[README.index("### Generated clients") :]
+    assert "openapi-typescript@7" in section
+    assert "--default-non-nullable false" in section
+    assert "make lint-openapi" in section

@@ -81,7 +81,7 @@ def test_a_key_with_its_own_rate_limit_is_limited_alone(
     small = bearer(make_key("small", rate_limit="3/minute"))
     answers = [client.get("/v1/pets", headers=small) for _ in range(4)]
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
-    assert {a.headers["ratelimit-policy"] for a in answers} == {'"default";q=3;w=60'}
+    assert {a.headers["ratelimit-policy"] for a in answers} == {'"key";q=3;w=60'}
     assert [a.headers["ratelimit"].split(";")[1] for a in answers] == ["r=2", "r=1", "r=0", "r=0"]
     other = client.get("/v1/pets", headers=auth)
     assert other.status_code == 200

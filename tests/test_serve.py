@@ -12,9 +12,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx2
+import psutil
 import pytest
 
-from bench.servers import child_pids
+from deploy.processes import child_pids
 from petstore.server.store import migrate
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
@@ -161,7 +162,7 @@ def test_the_serving_processes_never_load_the_migration_code(live_server: LiveSe
     pids = [live_server.process.pid, *child_pids(live_server.process.pid)]
     assert len(pids) == 2  # granian's main process and its one worker
     for pid in pids:
-        maps = Path(f"/proc/{pid}/maps").read_text()
+        maps = "\n".join(region.path for region in psutil.Process(pid).memory_maps())
         assert "/site-packages/" in maps  # the check can see a loaded extension
         assert "/sqlalchemy/" not in maps, f"process {pid} loaded SQLAlchemy"
 

@@ -21,7 +21,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from bench.servers import child_pids
+from deploy.processes import child_pids, listening
 from petstore.server import shutdown
 from petstore.server.app import create_app
 from petstore.server.config import Settings
@@ -108,15 +108,10 @@ def _send(server: CrashableServer, signum: signal.Signals) -> float:
     return sent
 
 
-def _listening(server: CrashableServer) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", server.port)) == 0
-
-
 def _until_refused(server: CrashableServer, *, within: float) -> float:
     """The monotonic time at which the server stops accepting connections."""
     deadline = time.monotonic() + within
-    while _listening(server):
+    while listening(server.port):
         assert time.monotonic() < deadline, f"still listening after {within} s"
         time.sleep(0.01)
     return time.monotonic()

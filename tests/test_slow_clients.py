@@ -15,11 +15,11 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, suppress
-from pathlib import Path
 
 import pytest
 
-from bench.servers import child_pids
+from deploy.processes import child_pids
+from deploy.processes import rss_kib as _rss_kib
 from tests.conftest import LiveServer, all_pets
 
 pytestmark = pytest.mark.slow
@@ -143,10 +143,10 @@ def worker_pid(server: LiveServer) -> int:
 
 
 def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
+    """The resident memory of the live process ``pid`` in KiB (VmRSS)."""
+    rss = _rss_kib(pid)
+    assert rss, f"no VmRSS for {pid}"
+    return rss
 
 
 def assert_healthy(server: LiveServer, key: str, worker: int) -> None:

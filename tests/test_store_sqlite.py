@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,55 @@ def test_a_commit_by_another_connection_is_seen_from_the_next_turn_on(path: Path
         finally:
             other.close()
         await next_turn_reads_rex(store)
+
+    run(path, scenario)
+
+
+def read_now(read: Coroutine[Any, Any, Any]) -> Any:
+    """Run a store read that never suspends (a SQLite read runs on the loop) to its
+    end, here and now, in the current turn of the loop: its result."""
+    try:
+        read.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the read waited for something")
+
+
+def test_a_request_that_arrives_after_a_commit_reads_it_even_in_the_next_turn(
+    path: Path,
+) -> None:
+    """The invariant of ``sqlite._TurnReadTransaction``: a read runs on a snapshot
+    taken after its request arrived. A read opens this turn's transaction (its
+    snapshot), another worker then commits and answers 201, and the client's next
+    request arrives over a socket: the loop runs it in the very next turn, before
+    anything else, and that read must see the commit. A transaction that outlives
+    its turn (ended by ``call_later``, or by a callback that queues another) fails
+    this: the request is read with the old snapshot and its animal is missing."""
+
+    async def scenario(store: Store) -> None:
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[list[Any]] = loop.create_future()
+        receiving, sending = socket.socketpair()
+
+        def on_request() -> None:  # as a server's protocol callback runs a handler
+            loop.remove_reader(receiving)
+            receiving.recv(1)
+            answered.set_result(read_now(store.list_pets(status=None, after_id=0, limit=10)))
+
+        loop.add_reader(receiving, on_request)
+        try:
+            assert read_now(store.list_pets(status=None, after_id=0, limit=10)) == []
+            other = sqlite3.connect(path, isolation_level=None)  # another worker
+            try:
+                other.execute(INSERT_REX)
+            finally:
+                other.close()
+            sending.send(b"G")  # the client, told 201, asks for its animal
+            pets = await answered
+        finally:
+            receiving.close()
+            sending.close()
+        assert [pet.name for pet in pets] == ["Rex"]
 
     run(path, scenario)
 

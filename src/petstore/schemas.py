@@ -47,16 +47,21 @@ class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     def __post_init__(self) -> None:
         # D2 beyond the length (msgspec patterns are Python's, whose `$` also matches
         # before a final newline, so the rule is checked here).
-        name = self.name
-        if _CONTROL.search(name):
-            raise ValueError("must not contain control characters - at `$.name`")
-        if name.isascii() and not name.isspace():
-            return  # an ASCII name that is not all white space has a visible character
-        if all(unicodedata.category(c) in _INVISIBLE or c.isspace() for c in name):
-            raise ValueError(
-                "must have a visible character, not only white space or invisible "
-                "characters - at `$.name`"
-            )
+        problem = name_problem(self.name)
+        if problem is not None:
+            raise ValueError(problem)
+
+
+def name_problem(name: str) -> str | None:
+    """What makes ``name`` no NewPet name beyond its length (D2), in English, or None:
+    a control character (Unicode category Cc) anywhere, or no visible character."""
+    if _CONTROL.search(name):
+        return "must not contain control characters"
+    if name.isascii() and not name.isspace():
+        return None  # an ASCII name that is not all white space has a visible character
+    if all(unicodedata.category(c) in _INVISIBLE or c.isspace() for c in name):
+        return "must have a visible character, not only white space or invisible characters"
+    return None
 
 
 class Pet(msgspec.Struct, rename="camel"):

@@ -6,8 +6,10 @@ Every command reads the same ``PETSTORE_*`` settings as the server. Exit codes:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import sys
 from datetime import UTC, datetime
 
@@ -19,6 +21,7 @@ from petstore.cli.store import settings_or_usage_error, with_store
 from petstore.server import shutdown
 from petstore.server.config import (
     Environment,
+    Settings,
     UnsupportedDatabaseError,
 )
 from petstore.server.rules import keys
@@ -33,6 +36,42 @@ def main() -> None:
 
     Settings come from PETSTORE_* environment variables (see the README).
     """
+
+
+def refuse_a_taken_address(host: str, port: int) -> None:
+    """Exit 1 (click.ClickException) when another process listens on ``host:port``
+    (D24), naming the address and ``--port``. The probe binds without SO_REUSEPORT,
+    which Linux refuses while any socket listens there, also one of another granian
+    server that binds with SO_REUSEPORT; SO_REUSEADDR lets a restart pass the
+    connections of the last run still in TIME_WAIT. Only granian's workers, started
+    after this, share the port with SO_REUSEPORT."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise click.UsageError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+            raise click.ClickException(
+                f"{host}:{port} is already in use by another process (another petstore "
+                f"serve?); stop it, or choose another port with --port (or PETSTORE_PORT)"
+            ) from None
+
+
+def drain_seconds(settings: Settings) -> float:
+    """The drain of a SIGTERM: ``shutdown_drain_seconds``, except in development
+    when PETSTORE_SHUTDOWN_DRAIN_SECONDS is not set, where no load balancer waits
+    for ``/readyz`` and a stop is at once."""
+    if settings.environment is Environment.DEVELOPMENT and (
+        "PETSTORE_SHUTDOWN_DRAIN_SECONDS" not in os.environ
+    ):
+        return 0.0
+    return settings.shutdown_drain_seconds
 
 
 @main.command()
@@ -51,9 +90,12 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     with --migrate, and refuses to start on an out-of-date schema. Outside
     production, creates and prints an API key named "dev" when no key is active.
 
-    SIGTERM stops gracefully: /readyz answers 503 for PETSTORE_SHUTDOWN_DRAIN_SECONDS,
-    then requests in flight finish; the process exits within
-    PETSTORE_SHUTDOWN_TIMEOUT_SECONDS. Ctrl-C stops at once, as gracefully.
+    Refuses (exit 1) a host and port another process listens on.
+
+    SIGTERM stops gracefully: /readyz answers 503 for PETSTORE_SHUTDOWN_DRAIN_SECONDS
+    (in development only when that variable is set), then requests in flight finish;
+    the process exits within PETSTORE_SHUTDOWN_TIMEOUT_SECONDS. A SIGTERM sent to the
+    whole process group drains the same. Ctrl-C stops at once, as gracefully.
     """
     from granian import Granian
     from granian.constants import Interfaces
@@ -67,6 +109,7 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
         if value is not None:
             os.environ[f"PETSTORE_{name}"] = str(value)
     logs.configure(level=settings.log_level, json=settings.json_logs)
+    refuse_a_taken_address(settings.host, settings.port)
 
     async def prepare(store: Store) -> str | None:
         if settings.environment is Environment.PRODUCTION:
@@ -82,9 +125,9 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     click.echo(f"Serving {url} (docs: {url}/docs)")
     sys.stdout.flush()
     with shutdown.drain_marker() as marker:  # before Granian: its workers inherit the path
-        drain = shutdown.Drain(seconds=settings.shutdown_drain_seconds, marker=marker)
+        drain = shutdown.Drain(seconds=drain_seconds(settings), marker=marker)
         server = Granian(
-            "petstore.server.app:app_from_environment",
+            "petstore.cli.worker:app",
             factory=True,
             address=settings.host,
             port=settings.port,

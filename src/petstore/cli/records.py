@@ -1,13 +1,16 @@
 """The records of ``petstore pets import``: a file read into NewPet documents to send.
 
-A JSON-lines file gives one document per non-blank line, sent as written (unknown
-or repeated members included), so the service judges it exactly as it would any
-other request (D2-D4). A CSV file starts with the header ``name,categoryId[,status]``
-(columns in any order); each row becomes a JSON object of its non-empty cells, a
-``categoryId`` that is a JSON number sent as that number and anything else as a
-string for the service to refuse by name. What cannot be sent at all (a line that
-is not JSON, a row with more cells than the header) is refused here with a reason.
-Nothing here does I/O but reading the file.
+A JSON file is one JSON array of records, or one record, or JSON lines: one document
+per non-blank line. Each record is sent as written (unknown or repeated members
+included), so the service judges it exactly as it would any other request (D2-D4).
+A CSV file starts with the header ``name,categoryId[,status]`` (columns in any order
+and any case, separated by ``,``, ``;``, a tab or ``|``, found from the header); each
+row becomes a JSON object of its non-empty cells, a ``categoryId`` that is a JSON
+number sent as that number and anything else as a string for the service to refuse
+by name. What cannot be sent at all (a line that is not JSON, a row with more cells
+than the header) is refused here with a reason. A file that cannot be read whole
+(not UTF-8, a broken JSON array, a CSV file without its header) raises
+click.UsageError. Nothing here does I/O but reading the file.
 """
 
 from __future__ import annotations
@@ -15,71 +18,168 @@ from __future__ import annotations
 import codecs
 import csv
 import hashlib
+import io
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import click
 import msgspec
 
 #: The header a CSV file must start with.
 HEADER = "name,categoryId[,status]"
-#: Header cell -> NewPet member (``category_id`` is read as ``categoryId``).
+#: Header cell, in lower case -> NewPet member (``category_id`` is read as ``categoryId``).
 _COLUMNS = {
     "name": "name",
-    "categoryId": "categoryId",
+    "categoryid": "categoryId",
     "category_id": "categoryId",
     "status": "status",
 }
+_DELIMITERS = ",;\t|"
 #: A JSON number (RFC 8259 section 6): such a categoryId cell is sent as a number.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_OTHER_UNICODE = {
+    codecs.BOM_UTF16_LE: "UTF-16",
+    codecs.BOM_UTF16_BE: "UTF-16",
+    codecs.BOM_UTF32_LE: "UTF-32",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One record of the file: its first ``line`` (from 1), and either the NewPet
-    ``document`` to send or, when it was refused before sending, the ``reason``."""
+    """One record of the file: its first ``line`` (from 1), either the NewPet
+    ``document`` to send or, when it was refused before sending, the ``reason``, and
+    its ``occurrence`` among the records of the file with the same document (from 1)."""
 
     line: int
     document: bytes | None
     reason: str = ""
+    occurrence: int = 1
 
     @property
     def idempotency_key(self) -> str:
-        """The Idempotency-Key of this record: derived from its line and document, so
-        importing the same file again adds nothing twice (D16)."""
-        digest = hashlib.sha256(f"{self.line}:".encode() + (self.document or b""))
+        """The Idempotency-Key of this record (D16): a SHA-256 of its document and its
+        occurrence among identical documents, so that importing the file again, with
+        the same API key within 24 hours, adds nothing twice, and adding, removing or
+        editing other records of the file changes no key but theirs."""
+        digest = hashlib.sha256(b"%d:" % self.occurrence + (self.document or b""))
         return digest.hexdigest()
 
 
 def read_records(path: Path) -> list[Record]:
-    """Every record of ``path``: CSV when its name ends in ``.csv``, JSON lines else.
+    """Every record of ``path``: CSV when its name ends in ``.csv``, JSON else; [] for
+    a file with nothing but white space. Raises click.UsageError when the file as a
+    whole cannot be imported (see the module docstring)."""
+    data = path.read_bytes()
+    for bom, encoding in _OTHER_UNICODE.items():
+        if data.startswith(bom):
+            raise click.UsageError(f"{path.name} is {encoding} text: {_convert(path, encoding)}")
+    data = data.removeprefix(codecs.BOM_UTF8)
+    if not data.strip():
+        return []
+    records = _csv_rows(path, data) if path.suffix.lower() == ".csv" else _json(path, data)
+    return _numbered(records)
 
-    Raises click.UsageError when the file as a whole cannot be imported: a CSV whose
-    first line is not the header, or that is not UTF-8 text or not CSV.
-    """
-    if path.suffix.lower() != ".csv":
-        return list(_json_lines(path.read_bytes()))
+
+def _convert(path: Path, encoding: str) -> str:
+    target = f"{path.stem}-utf8{path.suffix}"
+    command = f"iconv -f {encoding} -t UTF-8 {path.name} > {target}"
+    return f"the importer reads UTF-8 only; convert it first, e.g. {command}"
+
+
+def _numbered(records: list[Record]) -> list[Record]:
+    """``records`` with each one's occurrence among identical documents."""
+    seen: Counter[bytes] = Counter()
+    numbered = []
+    for record in records:
+        if record.document is not None:
+            seen[record.document] += 1
+            record = Record(record.line, record.document, occurrence=seen[record.document])
+        numbered.append(record)
+    return numbered
+
+
+def _json(path: Path, data: bytes) -> list[Record]:
+    """A JSON array's elements, one document over several lines, or else JSON lines
+    (whose lines that are not UTF-8 are refused one by one)."""
+    array = data.lstrip().startswith(b"[")
     try:
-        with path.open(encoding="utf-8-sig", newline="") as text:
-            return list(_csv_rows(path.name, text))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise click.UsageError(f"{path.name} is not a UTF-8 CSV file: {exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        if array:
+            raise click.UsageError(
+                f"{path.name} is not UTF-8 text: {_convert(path, 'LATIN1')}"
+            ) from None
+        return list(_json_lines(data))
+    start = len(text) - len(text.lstrip())
+    if _is_json(text.strip().split("\n", 1)[0]):  # the first line is a record
+        return list(_json_lines(data))
+    if array:
+        return _json_array(path, text, start)
+    if _is_json(text):
+        return [Record(text.count("\n", 0, start) + 1, text.strip().encode())]
+    return list(_json_lines(data))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _json_array(path: Path, text: str, start: int) -> list[Record]:
+    """The elements of the JSON array at ``text[start]``, each sent as written.
+    Raises click.UsageError, before any record is sent, when the file is not that
+    one valid JSON array."""
+    decoder = json.JSONDecoder()
+    try:
+        _, end = decoder.raw_decode(text, start)  # the whole array: read, or refused whole
+    except json.JSONDecodeError as exc:
+        raise click.UsageError(
+            f"{path.name} starts a JSON array but is not valid JSON ({exc.msg} at line "
+            f"{exc.lineno} column {exc.colno}); nothing was imported"
+        ) from None
+    except RecursionError:
+        raise click.UsageError(
+            f"{path.name}: JSON nested too deeply; nothing was imported"
+        ) from None
+    if text[end:].strip():
+        raise click.UsageError(
+            f"{path.name}: something follows the JSON array; nothing was imported"
+        )
+    records = []
+    position = _skip_space(text, start + 1)
+    while text[position] != "]":
+        _, element_end = decoder.raw_decode(text, position)
+        line = text.count("\n", 0, position) + 1
+        records.append(Record(line, text[position:element_end].encode()))
+        position = _skip_space(text, element_end)
+        position = _skip_space(text, position + 1) if text[position] == "," else position
+    return records
+
+
+def _skip_space(text: str, position: int) -> int:
+    while text[position] in " \t\r\n":
+        position += 1
+    return position
 
 
 def _json_lines(data: bytes) -> Iterator[Record]:
-    """A record per non-blank line (split at \\n, \\r\\n or \\r; a leading BOM dropped)."""
-    for number, line in enumerate(data.removeprefix(codecs.BOM_UTF8).splitlines(), 1):
+    """A record per non-blank line (split at \\n, \\r\\n or \\r)."""
+    for number, line in enumerate(data.splitlines(), 1):
         document = line.strip()
         if not document:
             continue
         try:
             json.loads(document.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            yield Record(number, None, f"not UTF-8 text (byte {exc.start + 1} of the line)")
+            reason = f"not UTF-8 text (byte {exc.start + 1} of the line); convert the file "
+            yield Record(number, None, reason + "to UTF-8, e.g. with iconv -f LATIN1 -t UTF-8")
         except json.JSONDecodeError as exc:
             yield Record(number, None, f"not JSON: {exc.msg} at column {exc.colno}")
         except (ValueError, RecursionError) as exc:  # an integer of 4300 digits and more
@@ -89,45 +189,61 @@ def _json_lines(data: bytes) -> Iterator[Record]:
             yield Record(number, document)
 
 
-def _columns(name: str, header: list[str] | None) -> list[str]:
-    """The NewPet member of each column of ``header``. Raises click.UsageError when
-    it is not the header (absent, lacking name or categoryId, or another column)."""
-    cells = [cell.strip() for cell in header or []]
-    members = [_COLUMNS.get(cell, "") for cell in cells]
-    found = ",".join(cells)
+def _columns(name: str, header: list[str], first_line: str) -> list[str]:
+    """The NewPet member of each column of ``header`` (``first_line`` as written, for
+    the messages). Raises click.UsageError when it is not the header."""
+    cells = [cell.strip() for cell in header]
+    members = [_COLUMNS.get(cell.lower(), "") for cell in cells]
     if not {"name", "categoryId"} & set(members):
         raise click.UsageError(
-            f"{name} has no header: its first line must be {HEADER} (it is {found!r})"
-            if found
-            else f"{name} is empty: a CSV file starts with the header {HEADER}"
+            f"{name} has no header: its first line must be {HEADER} (it is {first_line!r})"
         )
     for cell, member in zip(cells, members, strict=True):
         if not member or members.count(member) > 1:
             raise click.UsageError(f"{name}: header column {cell!r} is unknown or repeated")
     if not {"name", "categoryId"} <= set(members):
-        raise click.UsageError(f"{name}: the header {found!r} lacks a column of {HEADER}")
+        raise click.UsageError(f"{name}: the header {first_line!r} lacks a column of {HEADER}")
     return members
 
 
-def _csv_rows(name: str, text: TextIO) -> Iterator[Record]:
+def _csv_rows(path: Path, data: bytes) -> list[Record]:
     """A record per row after the header; rows of empty cells only are skipped."""
-    reader = csv.reader(text)
-    columns = _columns(name, next(reader, None))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise click.UsageError(
+            f"{path.name} is not UTF-8 text (line {line} holds byte 0x{data[exc.start]:02x}): "
+            + _convert(path, "LATIN1")
+        ) from None
+    first_line = text.lstrip("\r\n").splitlines()[0]
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(first_line, _DELIMITERS)
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter)
+    header = next((row for row in reader if any(cell.strip() for cell in row)), [])
+    columns = _columns(path.name, header, first_line)
+    records = []
     end = reader.line_num  # the line a row ends on (a quoted cell may span lines)
-    for row in reader:
-        first, end = end + 1, reader.line_num
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) > len(columns):
-            reason = f"row has {len(row)} cells, the header has {len(columns)}"
-            yield Record(first, None, reason)
-            continue
-        body: dict[str, object] = {}
-        for member, cell in zip(columns, row, strict=False):  # a short row: cells absent
-            if not cell.strip():
+    try:
+        for row in reader:
+            first, end = end + 1, reader.line_num
+            if not any(cell.strip() for cell in row):
                 continue
-            if member == "categoryId" and _JSON_NUMBER.fullmatch(cell.strip()):
-                body[member] = msgspec.Raw(cell.strip().encode())
-            else:
-                body[member] = cell if member == "name" else cell.strip()
-        yield Record(first, msgspec.json.encode(body))
+            if len(row) > len(columns):
+                reason = f"row has {len(row)} cells, the header has {len(columns)}"
+                records.append(Record(first, None, reason))
+                continue
+            body: dict[str, object] = {}
+            for member, cell in zip(columns, row, strict=False):  # a short row: cells absent
+                if not cell.strip():
+                    continue
+                if member == "categoryId" and _JSON_NUMBER.fullmatch(cell.strip()):
+                    body[member] = msgspec.Raw(cell.strip().encode())
+                else:
+                    body[member] = cell if member == "name" else cell.strip()
+            records.append(Record(first, msgspec.json.encode(body)))
+    except csv.Error as exc:
+        raise click.UsageError(f"{path.name} is not CSV this importer can read: {exc}") from None
+    return records

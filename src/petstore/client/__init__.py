@@ -21,6 +21,7 @@ from petstore.client.clients import (
     Client,
     EventHooks,
     Page,
+    SunsetWarning,
 )
 from petstore.client.errors import (
     AuthenticationError,
@@ -36,6 +37,7 @@ from petstore.client.errors import (
     ServiceNotFoundError,
     TransportError,
 )
+from petstore.client.quota import Quota
 from petstore.schemas import Pet, PetStatus
 
 __all__ = [
@@ -57,8 +59,10 @@ __all__ = [
     "Pet",
     "PetStatus",
     "PetstoreClientError",
+    "Quota",
     "RateLimitedError",
     "ServerError",
     "ServiceNotFoundError",
+    "SunsetWarning",
     "TransportError",
 ]

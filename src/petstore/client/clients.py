@@ -53,6 +53,7 @@ from petstore.client.core import (
     list_params,
     next_params,
 )
+from petstore.client.errors import SunsetWarning
 from petstore.schemas import Pet, PetStatus
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "Page",
     "Pet",
     "PetStatus",
+    "SunsetWarning",
 ]
 
 

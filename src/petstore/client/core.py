@@ -22,12 +22,14 @@ import msgspec
 
 from petstore import __version__
 from petstore.client.errors import (
+    SunsetWarning,
     TransportError,
     raise_for_error,
     retry_after,
     service_not_found,
     unexpected_body,
 )
+from petstore.client.quota import Quota, quota_of
 from petstore.schemas import Pet, PetStatus
 
 ENV_URL = "PETSTORE_URL"
@@ -66,9 +68,13 @@ class ClientBase(Generic[_Transport]):
     ``base_url`` ends in ``/v1``; ``timeout`` is seconds or an ``httpx.Timeout``. A
     failed call is retried up to ``max_retries`` times; the n-th wait is drawn from 0
     to ``backoff * 2**n`` seconds, or is the ``Retry-After``, never above ``max_sleep``.
-    ``transport`` and ``event_hooks`` are passed to httpx. Raises ValueError when the
-    base URL or the key is neither given nor in the environment, and when the base URL
-    is the pets collection (ends in ``/v1/pets``) rather than the base.
+    ``transport`` and ``event_hooks`` are passed to httpx. The key's surrounding white
+    space (a pasted key, a file's line end) is dropped. ``last_quota`` is the
+    rate-limit :class:`~petstore.client.quota.Quota` of the last response that stated
+    one (D15), for a caller that paces itself. Raises ValueError when the base URL or
+    the key is neither given nor in the environment, the URL is not ``http(s)://``,
+    the key holds a space or a control character (never shown), or the base URL is
+    the pets collection (ends in ``/v1/pets``) rather than the base.
     """
 
     def __init__(
@@ -83,12 +89,23 @@ class ClientBase(Generic[_Transport]):
         transport: _Transport | None = None,
         event_hooks: EventHooks | None = None,
     ) -> None:
-        url = base_url or os.environ.get(ENV_URL)
-        key = api_key or os.environ.get(ENV_API_KEY)
+        url = (base_url or os.environ.get(ENV_URL) or "").strip()
+        key = (api_key or os.environ.get(ENV_API_KEY) or "").strip()
         if not url:
             raise ValueError(f"no base URL: pass base_url= or set {ENV_URL} (it ends in /v1)")
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(
+                f"{url} is not an http:// or https:// URL; e.g. http://127.0.0.1:8000/v1"
+            )
         if not key:
             raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
+        if not all("!" <= c <= "~" for c in key):
+            raise ValueError(
+                "the API key holds a space, a control or a non-ASCII character inside it "
+                "(not shown here); copy it again from petstore keys create"
+            )
+        self._key = key
+        self.last_quota: Quota | None = None
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         self.base_url = url.rstrip("/")
@@ -127,6 +144,7 @@ class ClientBase(Generic[_Transport]):
         Raises TransportError when the last attempt had no response, and
         ServiceNotFoundError for a 404 showing that the base URL is wrong."""
         if isinstance(outcome, httpx.Response):
+            self.last_quota = quota_of(outcome) or self.last_quota
             if (wrong_base := service_not_found(self.base_url, outcome)) is not None:
                 raise wrong_base
             wait = retry_after(outcome)
@@ -139,9 +157,10 @@ class ClientBase(Generic[_Transport]):
         elif isinstance(outcome, _TRANSIENT) and attempt < self.max_retries:
             wait = None
         else:
+            detail = str(outcome).replace(self._key, "<API key>")  # httpx may quote a header
             raise TransportError(
                 f"no response from {self.base_url} after {attempt + 1} attempt(s): "
-                f"{type(outcome).__name__}: {outcome}",
+                f"{type(outcome).__name__}: {detail}",
                 code="transport_error",
             ) from outcome
         if wait is None:  # exponential backoff with full jitter
@@ -221,9 +240,11 @@ def deprecated_pet(response: httpx.Response) -> Pet:
         except (TypeError, ValueError):
             date = None
         warnings.warn(
-            f"get_pet (GET /v1/pets/{{petId}}) is deprecated and will be removed on "
-            f"{date or DEFAULT_SUNSET}; use {REPLACEMENT}",
-            DeprecationWarning,
+            SunsetWarning(
+                f"get_pet (GET /v1/pets/{{petId}}) is deprecated and will be removed on "
+                f"{date or DEFAULT_SUNSET}; use {REPLACEMENT}",
+                sunset=date or DEFAULT_SUNSET,
+            ),
             stacklevel=3,
         )
     return decode_pet(response)

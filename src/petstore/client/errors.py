@@ -15,7 +15,8 @@ Hierarchy::
     ├── ServerError             500 internal_error, 503 unavailable, any other 5xx
     └── TransportError          no response: connection failed or timed out, retries spent
 
-Any other status (405 method_not_allowed, say) raises the base class. An error never
+Any other status (405 method_not_allowed, say) raises the base class. ``get_pet``
+warns with :class:`SunsetWarning`, a DeprecationWarning that carries the sunset date. An error never
 carries the API key: the service does not echo it and the client never adds it.
 """
 
@@ -115,6 +116,15 @@ class ServerError(PetstoreClientError):
 
 class TransportError(PetstoreClientError):
     """No response: the connection failed or timed out on every attempt."""
+
+
+class SunsetWarning(DeprecationWarning):
+    """The DeprecationWarning of ``get_pet`` (D14): ``sunset`` is the ISO date
+    (``2030-12-05``) after which the operation answers 410."""
+
+    def __init__(self, message: str, *, sunset: str) -> None:
+        super().__init__(message)
+        self.sunset = sunset
 
 
 _BY_STATUS: dict[int, type[PetstoreClientError]] = {

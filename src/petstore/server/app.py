@@ -29,10 +29,10 @@ from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
 from petstore.server.http.docs import DocsPages
 from petstore.server.http.exchange import BodyReader, Exchange
-from petstore.server.http.operations import PetsApi
+from petstore.server.http.operations import Admission, Creates, Deprecation, PetsApi
 from petstore.server.http.pipeline import Service
 from petstore.server.http.routes import Operation, Route
-from petstore.server.rules import pagination, pets
+from petstore.server.rules import pagination
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.idempotency import TTL, IdempotentCreates
 from petstore.server.rules.ratelimit import RateLimiter
@@ -70,19 +70,25 @@ def create_app(
     )
     metrics = Metrics()
     metrics.watch_pool(store.pool_stats)
+    if rate_limiter is not None:
+        limiter = rate_limiter
+        metrics.watch_rate_limit_store(lambda: limiter.store_error is not None)
     pets_api = PetsApi(
-        store=store,
-        verifier=KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
+        store,
         pages=pagination.Pages(
             store, pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode())
         ),
-        bodies=BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
-        idempotency=IdempotentCreates(),
-        rate_limiter=rate_limiter,
-        clock=clock,
-        check_sunset=pets.sunset_check(None if clock is utc_now else clock),
-        deprecation_date=settings.deprecation_date,
-        metrics=metrics,
+        admission=Admission(
+            KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
+            rate_limiter,
+        ),
+        creates=Creates(
+            BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
+            IdempotentCreates(),
+            clock,
+            metrics,
+        ),
+        deprecation=Deprecation(settings.deprecation_date, clock),
         drain_marker=drain_marker,
     )
     docs = DocsPages(settings)
@@ -131,7 +137,7 @@ def create_app(
             await store.close()
             if traces is not None:
                 traces.shutdown()
-            logs.flush()
+            logs.close()  # the flush thread stops with the app
 
     return Service(
         routes,
@@ -139,6 +145,7 @@ def create_app(
         metrics=metrics,
         trust_forwarded=settings.trust_forwarded_headers,
         tracer=None if traces is None else traces.tracer,
+        request_timeout=settings.request_timeout_seconds,
     )
 
 

@@ -13,7 +13,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AnyHttpUrl,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -21,6 +29,12 @@ from pydantic_settings import (
     SecretsSettingsSource,
     SettingsConfigDict,
 )
+
+from petstore.server.notations import UnsupportedDatabaseError as UnsupportedDatabaseError
+from petstore.server.notations import check_database_url, check_redis_url
+from petstore.server.notations import check_rate_limit as check_rate_limit
+from petstore.server.notations import is_postgres as is_postgres
+from petstore.server.notations import sqlite_path as sqlite_path
 
 #: The cursor secret used when none is configured. Fine on a laptop, refused in
 #: staging and production (cursors signed with a public secret can be forged).
@@ -39,47 +53,6 @@ class Environment(StrEnum):
     DEVELOPMENT = "development"
     STAGING = "staging"
     PRODUCTION = "production"
-
-
-class UnsupportedDatabaseError(ValueError):
-    """Raised for a database URL whose scheme no store implements."""
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a ``sqlite:///`` URL, or None when ``url`` names another backend.
-
-    Raises UnsupportedDatabaseError for an in-memory or empty SQLite URL: every
-    process of the service must see the same durable file.
-    """
-    if not url.startswith("sqlite:"):
-        return None
-    if not url.startswith("sqlite:///"):
-        raise UnsupportedDatabaseError("a SQLite URL looks like sqlite:///path/to/file.db")
-    path = url.removeprefix("sqlite:///").split("?", 1)[0]
-    if not path or path == ":memory:":
-        raise UnsupportedDatabaseError("SQLite needs a file path, not an in-memory database")
-    return Path(path)
-
-
-def is_postgres(url: str) -> bool:
-    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return url.startswith(("postgresql://", "postgres://"))
-
-
-def check_rate_limit(notation: str) -> str:
-    """``notation`` when it is a rate limit in the ``limits`` library's notation
-    (``600/minute``, ``10/second``) allowing at least one request, as
-    ``PETSTORE_RATE_LIMIT`` and a key's own limit (D22) take it; raises ValueError
-    otherwise."""
-    from limits import parse
-
-    try:
-        item = parse(notation)
-    except ValueError:
-        raise ValueError("a rate limit looks like 600/minute or 10/second") from None
-    if item.amount < 1:
-        raise ValueError("a rate limit allows at least 1 request")
-    return notation
 
 
 class SettingsError(ValueError):
@@ -104,7 +77,7 @@ class Settings(BaseSettings):
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     environment: Environment = Environment.DEVELOPMENT
-    database_url: str = DEFAULT_DATABASE_URL
+    database_url: Annotated[str, AfterValidator(check_database_url)] = DEFAULT_DATABASE_URL
     #: PostgreSQL connections per worker process (SQLite ignores it).
     database_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
     #: Apply pending migrations when ``serve`` starts. Always done for SQLite; on
@@ -122,10 +95,10 @@ class Settings(BaseSettings):
     #: D14: the ``Deprecation`` date announced on ``getPet``.
     deprecation_date: datetime = DEFAULT_DEPRECATION_DATE
     #: D15: requests per API key, in the notation of the ``limits`` library.
-    rate_limit: str = "600/minute"
+    rate_limit: Annotated[str, AfterValidator(check_rate_limit)] = "600/minute"
     rate_limit_enabled: bool = True
     #: D15: shared rate-limit counters for several instances, e.g. redis://127.0.0.1:6379/0.
-    redis_url: str | None = None
+    redis_url: Annotated[str | None, AfterValidator(check_redis_url)] = None
     #: D16: seconds between purges of idempotency records older than 24 hours.
     idempotency_purge_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
     #: Take the scheme and client address from X-Forwarded-Proto / X-Forwarded-For
@@ -135,6 +108,8 @@ class Settings(BaseSettings):
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
+    #: D25: seconds within which every request is answered (503 when the work is not done).
+    request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     log_level: str = "INFO"
     #: ``json`` (one object per line) or ``text``; default: text in development only.
     log_format: Literal["json", "text"] | None = None
@@ -218,27 +193,6 @@ class Settings(BaseSettings):
         if not str(url).rstrip("/").endswith("/v1"):
             raise ValueError("must end with the version segment /v1 (D19)")
         return url
-
-    @field_validator("database_url")
-    @classmethod
-    def _supported_database(cls, url: str) -> str:
-        if sqlite_path(url) is None and not is_postgres(url):  # sqlite_path raises its own
-            raise UnsupportedDatabaseError(
-                f"unsupported database URL scheme: {url.split(':', 1)[0]!r}"
-            )
-        return url
-
-    @field_validator("rate_limit")
-    @classmethod
-    def _rate_limit_notation(cls, value: str) -> str:
-        return check_rate_limit(value)
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_scheme(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("redis://", "rediss://")):
-            raise ValueError("must be a redis:// or rediss:// URL")
-        return value or None
 
     @field_validator("deprecation_date")
     @classmethod

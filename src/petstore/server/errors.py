@@ -146,7 +146,8 @@ class InternalError(PetstoreError):
 
 
 class Unavailable(PetstoreError):
-    """The database cannot be reached right now; retry after ``retry_after`` seconds."""
+    """The database cannot be reached right now, or the request was not answered within
+    the request timeout (D25); retry after ``retry_after`` seconds."""
 
     status, code = 503, "unavailable"
 

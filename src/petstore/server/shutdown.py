@@ -17,6 +17,19 @@ On SIGTERM, in the server's main process:
 SIGINT (Ctrl-C at a terminal) stops at once, gracefully, with no drain; a second
 SIGTERM, or a SIGINT, during the drain cuts it short.
 
+The stop is the main process's alone. A signal sent to the whole process group
+(``kill -TERM -PGID``, ``timeout``, a terminal's Ctrl-C) or to every process of a
+systemd unit (its default ``KillMode=control-group``) reaches the workers too, and a
+worker that stopped on it would cut the drain short (granian: "Unexpected exit from
+worker-1", exit 1). So a worker blocks SIGTERM and SIGINT from its start
+(:func:`leave_stop_to_main_process`) and one thread of it takes them with
+``sigwaitinfo``: a signal sent by the main process (granian's stop, after the drain),
+or any once the main process is gone, is sent on to granian's own handler; any other
+is logged and left to the main process, which got it too. Two SIGTERMs pending at
+once merge into one that names the first sender, so the main process marks its stop
+in a file (:func:`stop_marker`) before it signals the workers: a worker obeys any
+sender once that file exists.
+
 The workers are processes that granian starts; they learn of the drain from a
 marker file. :func:`drain_marker` picks its path in a private temporary directory
 and hands it to the workers in ``PETSTORE_INTERNAL_DRAIN_FILE`` (internal: set by
@@ -46,6 +59,49 @@ DRAIN_FILE_VARIABLE = "PETSTORE_INTERNAL_DRAIN_FILE"
 log = logging.getLogger("petstore.shutdown")
 
 SignalHandler = Callable[[int, FrameType | None], object]
+
+
+def stop_marker(marker: Path) -> Path:
+    """The file, beside the drain marker ``marker``, that exists once the main
+    process has started its stop (after the drain, or at once)."""
+    return marker.with_name("stopping")
+
+
+def leave_stop_to_main_process(marker: Path | None) -> threading.Thread:
+    """In a worker, before it starts any thread: block SIGTERM and SIGINT in this
+    thread (and so in every thread started from now on) and start the daemon thread
+    that takes them. A signal from the parent process (the main process of
+    ``serve``), or any signal once the parent has exited, is sent again to this
+    process, unblocked in that thread alone, so that granian's handler stops the
+    worker gracefully; the thread then ends. So is any signal once the stop marker of
+    the drain marker ``marker`` exists (:func:`stop_marker`). Any other sender's
+    signal is logged and dropped. Returns the thread (already started)."""
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    for signum in stop_signals:  # the main process's handlers, inherited: useless here
+        signal.signal(signum, signal.SIG_DFL)  # until granian's: a stop while starting ends it
+    parent = os.getppid()
+
+    def stopping() -> bool:
+        return marker is not None and stop_marker(marker).exists()
+
+    def take_signals() -> None:
+        while True:
+            info = signal.sigwaitinfo(stop_signals)
+            if info.si_pid == parent or os.getppid() != parent or stopping():
+                break
+            log.info(
+                "%s from process %d: left to the main process, which drains and then "
+                "stops this worker",
+                signal.Signals(info.si_signo).name,
+                info.si_pid,
+            )
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
+        os.kill(os.getpid(), info.si_signo)  # only this thread takes it now
+
+    thread = threading.Thread(target=take_signals, name="petstore-stop-signals", daemon=True)
+    thread.start()
+    return thread
 
 
 def workers_kill_timeout(settings: Settings) -> int:
@@ -100,9 +156,7 @@ class Drain:
         signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        if os.getpid() != self._pid:  # a worker, before granian set its own handlers
-            self.stop("SIGTERM")
-        elif self._draining:
+        if self._draining:
             self.stop("a second SIGTERM")
         elif self.seconds == 0:
             self.stop("SIGTERM")
@@ -131,6 +185,7 @@ class Drain:
             self._stopping = True
         if os.getpid() == self._pid:
             self.marker.touch()
+            stop_marker(self.marker).touch()
             log.info("%s: stopping (requests in flight finish, then the workers exit)", reason)
             logs.flush()
         self._stop(signal.SIGTERM, None)

@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from petstore.server.config import Settings
 from petstore.server.http.exchange import Exchange
-from petstore.server.rules.pets import REPLACEMENT, SUNSET
+from petstore.server.rules.pets import SUNSET
 
 HTML = b"text/html; charset=utf-8"
 JAVASCRIPT = b"text/javascript; charset=utf-8"
@@ -79,7 +79,7 @@ _DEPRECATIONS_PAGE = f"""<!doctype html>
 <h2 id="getPet">GET /v1/pets/{{petId}} (getPet)</h2>
 <p>Deprecated since 2026-01-01. Removed on {_SUNSET} (the <code>Sunset</code>
 header); from then on it answers <code>410 gone</code>.</p>
-<p>Replacement: <code>{REPLACEMENT}</code>, for example
+<p>Replacement: <code>GET /v1/pets</code> with the <code>status</code> filter, for example
 <code>GET /v1/pets?status=available</code>, following <code>Link: rel="next"</code>.</p>
 </body>
 </html>

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from cachetools import LRUCache
 from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from petstore.server import errors
+from petstore.server.http.deadlines import Deadlines
 
 Header = tuple[bytes, bytes]
 JSON = b"application/json"
@@ -34,10 +35,12 @@ class Exchange:
 
     ``headers`` go on whatever response is sent (the service's D18 headers, then
     what the operation learns on the way, such as the RateLimit fields of D15);
-    ``status`` (0 until the answer starts) and ``api_key_id`` are what the access
-    log and the metrics report; ``path_param`` is the value of the route
-    template's ``{...}`` part, empty for a template without one; ``body_read`` is
-    True once :class:`BodyReader` has read the whole request body.
+    ``status`` (0 until the answer starts), ``api_key_id``, ``route`` (the matched
+    template, None for an unknown path), ``label`` (the operation's name, or the
+    template) and ``trace_id`` are what the access log and the metrics report;
+    ``path_param`` is the value of the route template's ``{...}`` part, empty for a
+    template without one; ``body_read`` is False until :class:`BodyReader` starts,
+    None while it reads and True once it has read the whole request body.
     """
 
     scope: Scope
@@ -48,7 +51,10 @@ class Exchange:
     path_param: str = ""
     status: int = 0
     api_key_id: int | None = None
-    body_read: bool = False
+    route: str | None = None
+    label: str = "unmatched"
+    trace_id: str | None = None
+    body_read: bool | None = False
     _request_headers: dict[bytes, bytes] | None = field(default=None, repr=False)
 
     def header(self, name: bytes) -> str | None:
@@ -121,12 +127,12 @@ class Exchange:
         base = _BASE_URLS.get(key)
         if base is None:
             base = str(URL(scope={**scope, "path": "/", "query_string": b"", "root_path": ""}))
-            if len(_BASE_URLS) < 64:  # a few hosts in practice; never unbounded
-                _BASE_URLS[key] = base
+            _BASE_URLS[key] = base
         return base
 
 
-_BASE_URLS: dict[tuple[str, str], str] = {}
+#: A few hosts in practice; never unbounded (a client chooses its Host header).
+_BASE_URLS: LRUCache[tuple[str, str], str] = LRUCache(maxsize=64)
 
 
 class BodyReader:
@@ -134,17 +140,15 @@ class BodyReader:
     seconds (D17). Use from one event loop.
 
     The deadlines of all the bodies being read are checked by one timer every
-    :data:`BODY_CHECK_SECONDS`, not a timer each: ``asyncio.timeout`` around each
-    body cost a createPet 9% served (docs/performance.md). A read past its deadline
-    is cancelled, as ``asyncio.timeout`` would, and answered 400.
+    :data:`BODY_CHECK_SECONDS` (:class:`.deadlines.Deadlines`), not a timer each. A
+    read past its deadline is cancelled, as ``asyncio.timeout`` would, and answered
+    400.
     """
 
     def __init__(self, *, limit: int, within: float) -> None:
         self.limit = limit
         self.within = within
-        self._reading: dict[asyncio.Task[Any], float] = {}  # task -> deadline, loop time
-        self._cut: set[asyncio.Task[Any]] = set()
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = Deadlines(seconds=within, tick=BODY_CHECK_SECONDS)
 
     async def read(self, exchange: Exchange) -> bytes:
         """The request body of ``exchange``.
@@ -164,7 +168,9 @@ class BodyReader:
             raise too_large
         task = asyncio.current_task()
         assert task is not None  # ASGI apps are called in a task
-        self._watch(task)
+        deadlines = self._deadlines
+        deadlines.watch(task)
+        exchange.body_read = None  # being read: a request timeout now is the client's (D17)
         chunks, size = [], 0
         message: Message = {"more_body": True}
         try:
@@ -180,30 +186,13 @@ class BodyReader:
                     raise too_large
                 chunks.append(chunk)
         except asyncio.CancelledError:
-            if task in self._cut:
+            if deadlines.was_cut(task):
                 task.uncancel()
                 raise errors.InvalidRequest(
                     f"body: the request body did not arrive within {self.within:g} s"
                 ) from None
             raise
         finally:
-            self._reading.pop(task, None)
-            self._cut.discard(task)
+            deadlines.forget(task)
         exchange.body_read = True
         return b"".join(chunks)
-
-    def _watch(self, task: asyncio.Task[Any]) -> None:
-        loop = asyncio.get_running_loop()
-        self._reading[task] = loop.time() + self.within
-        if self._timer is None:
-            self._timer = loop.call_later(BODY_CHECK_SECONDS, self._check, loop)
-
-    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = loop.time()
-        for task, deadline in self._reading.items():
-            if deadline <= now and task not in self._cut:
-                self._cut.add(task)
-                task.cancel()
-        self._timer = (
-            loop.call_later(BODY_CHECK_SECONDS, self._check, loop) if self._reading else None
-        )

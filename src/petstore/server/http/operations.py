@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from email.utils import format_datetime
 
 import msgspec
+from cachetools import LRUCache
 
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
-from petstore.server.http import parsing
+from petstore.server.http import newpet, parsing
 from petstore.server.http.exchange import BodyReader, Exchange, Header
 from petstore.server.rules import keys, pets, ratelimit
 from petstore.server.rules.auth import KeyVerifier
@@ -28,50 +30,82 @@ from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import Store, migrate
 from petstore.server.telemetry.metrics import Metrics
 
+#: The RateLimit-Policy names (draft-ietf-httpapi-ratelimit-headers): the service's
+#: limit for every key (D15), and a key's own limit (D22).
+SERVICE_POLICY = ratelimit.POLICY
+KEY_POLICY = "key"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Who may call, and how often: the API key ``verifier`` (D12, D13, D21) and the
+    ``rate_limiter`` (D15, D22; None: no limits)."""
+
+    verifier: KeyVerifier
+    rate_limiter: RateLimiter | None
+
+
+@dataclass(frozen=True, slots=True)
+class Creates:
+    """What createPet needs beyond the store: the request ``bodies`` reader (D17), the
+    ``idempotency`` records (D16) dated by ``clock``, and the ``metrics`` that count
+    replays."""
+
+    bodies: BodyReader
+    idempotency: IdempotentCreates
+    clock: Callable[[], datetime]
+    metrics: Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Deprecation:
+    """getPet's deprecation (D14): its ``Deprecation`` ``date``; ``clock`` says when
+    its sunset (:data:`petstore.server.rules.pets.SUNSET`) has come."""
+
+    date: datetime
+    clock: Callable[[], datetime]
+
 
 class PetsApi:
-    """The ``/v1/pets`` operations and ``/readyz`` over what :func:`create_app` built.
-
-    ``clock`` is the time for idempotency records (D16) and ``check_sunset`` raises
-    Gone once getPet's sunset has come (D14); ``deprecation_date`` is getPet's
-    ``Deprecation`` date. ``drain_marker`` is the file whose existence means this
-    instance is shutting down (:mod:`petstore.server.shutdown`); None: it never drains.
+    """The ``/v1/pets`` operations and ``/readyz`` over what :func:`create_app` built:
+    the ``store``, its ``pages`` (D9), the ``admission`` of callers, what ``creates``
+    need and getPet's ``deprecation``. ``drain_marker`` is the file whose existence
+    means this instance is shutting down (:mod:`petstore.server.shutdown`); None: it
+    never drains.
     """
 
     def __init__(
         self,
-        *,
         store: Store,
-        verifier: KeyVerifier,
+        *,
         pages: Pages,
-        bodies: BodyReader,
-        idempotency: IdempotentCreates,
-        rate_limiter: RateLimiter | None,
-        clock: Callable[[], datetime],
-        check_sunset: Callable[[], None],
-        deprecation_date: datetime,
-        metrics: Metrics,
+        admission: Admission,
+        creates: Creates,
+        deprecation: Deprecation,
         drain_marker: str | None = None,
     ) -> None:
         self.store = store
-        self.drain_marker = drain_marker
-        self.verifier = verifier
         self.pages = pages
-        self.bodies = bodies
-        self.idempotency = idempotency
-        self.rate_limiter = rate_limiter
-        self.clock = clock
-        self.check_sunset = check_sunset
-        self.metrics = metrics
-        # draft-ietf-httpapi-ratelimit-headers: the RateLimit-Policy field of a key's
-        # own limit (None: the service's), built once per limit.
-        self._policies: dict[str | None, Header] = {}
-        self._default_policy = None if rate_limiter is None else self._policy(None)
+        self.verifier = admission.verifier
+        self.rate_limiter = admission.rate_limiter
+        self.creates = creates
+        self.drain_marker = drain_marker
+        self.clock = deprecation.clock
+        # The RateLimit-Policy field of a key's own limit (None: the service's), built
+        # once per limit.
+        self._policies: LRUCache[str | None, tuple[bytes, Header]] = LRUCache(maxsize=256)
+        self._service_policy = (
+            self._policy(None) if self.rate_limiter is not None else (b"", (b"", b""))
+        )
         self._deprecation: list[Header] = [
-            (b"deprecation", f"@{int(deprecation_date.timestamp())}".encode()),  # RFC 9745
+            (b"deprecation", f"@{int(deprecation.date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
         ]
-        self._deprecation_by_base: dict[str, list[Header]] = {}
+        self._deprecation_by_host: LRUCache[tuple[str, str], list[Header]] = LRUCache(64)
+        self._gone = (
+            f"GET /v1/pets/{{petId}} was removed on {format_datetime(pets.SUNSET, usegmt=True)}; "
+            f"use {pets.REPLACEMENT}"
+        )
 
     async def list_pets(self, exchange: Exchange) -> None:
         """listPets (interface: List animals): a page of animals in id order, and
@@ -90,24 +124,26 @@ class PetsApi:
         api_key_id = await self._authenticate(exchange, keys.WRITE)
         parsing.check_json_content_type(exchange.header(b"content-type"))
         key = parsing.parse_idempotency_key(exchange.header(b"idempotency-key"))
-        new_pet = parsing.parse_new_pet(await self.bodies.read(exchange))
+        creates = self.creates
+        new_pet = newpet.parse_new_pet(await creates.bodies.read(exchange))
         if key is None:
             await exchange.respond(201, encode(await pets.create(self.store, new_pet)))
             return
-        body, replayed = await self.idempotency.create(
-            self.store, new_pet, api_key_id=api_key_id, key=key, now=self.clock()
+        body, replayed = await creates.idempotency.create(
+            self.store, new_pet, api_key_id=api_key_id, key=key, now=creates.clock()
         )
         if replayed:
-            self.metrics.idempotent_replays.inc()
+            creates.metrics.idempotent_replays.inc()
         await exchange.respond(201, body, [(b"idempotent-replayed", b"true")] if replayed else [])
 
     async def get_pet(self, exchange: Exchange) -> None:
         """getPet (interface: Get one animal; deprecated, D14): one animal by id, 410
         from the sunset on. Every answer, errors included, carries the deprecation
         headers."""
-        exchange.headers += self._deprecation_headers(exchange.base_url())
+        exchange.headers += self._deprecation_headers(exchange)
         await self._authenticate(exchange, keys.READ)
-        self.check_sunset()
+        if self.clock() >= pets.SUNSET:  # interface: Versioning
+            raise errors.Gone(self._gone)
         pet = await pets.get(self.store, parsing.parse_pet_id(exchange.path_param))
         await exchange.respond(200, encode(pet))
 
@@ -136,20 +172,24 @@ class PetsApi:
         budget is for what it may do. The body is read only after this.
         """
         limiter = self.rate_limiter
-        if self._default_policy is None:
+        if limiter is None:
             caller = await self.verifier.verify(exchange.header(b"authorization"))
         else:
-            exchange.headers.append(self._default_policy)
-            caller = await self.verifier.verify(exchange.header(b"authorization"))
-            if caller.rate_limit is not None:
-                exchange.headers[-1] = self._policy(caller.rate_limit)
+            try:
+                caller = await self.verifier.verify(exchange.header(b"authorization"))
+            except errors.PetstoreError:  # no key known: the service's policy
+                exchange.headers.append(self._service_policy[1])
+                raise
+            own_limit = caller.rate_limit
+            name, policy = self._service_policy if own_limit is None else self._policy(own_limit)
+            exchange.headers.append(policy)
         exchange.api_key_id = caller.api_key_id  # logged by id, never the key (D13)
         if scope not in caller.scopes:
             raise errors.Forbidden(f"this API key lacks the {scope} scope", scope=scope)
         if limiter is not None:
             quota = await limiter.hit(caller.api_key_id, caller.rate_limit)
             if quota is not None:
-                field = b'"%s";r=%d;t=%d' % (_POLICY, quota.remaining, quota.reset)
+                field = b'"%s";r=%d;t=%d' % (name, quota.remaining, quota.reset)
                 exchange.headers.append((b"ratelimit", field))
                 if quota.retry_after is not None:
                     raise errors.RateLimited(
@@ -158,30 +198,28 @@ class PetsApi:
                     )
         return caller.api_key_id
 
-    def _policy(self, own_limit: str | None) -> Header:
-        """The ``RateLimit-Policy`` field of a key with ``own_limit`` (None: the
-        service's limit)."""
-        header = self._policies.get(own_limit)
-        if header is None:
+    def _policy(self, own_limit: str | None) -> tuple[bytes, Header]:
+        """The policy name and ``RateLimit-Policy`` field of a key with ``own_limit``
+        (None: the service's limit, :data:`SERVICE_POLICY`; else :data:`KEY_POLICY`)."""
+        found = self._policies.get(own_limit)
+        if found is None:
             assert self.rate_limiter is not None
             quota, window = self.rate_limiter.policy(own_limit)
-            policy = f'"{ratelimit.POLICY}";q={quota};w={window}'.encode()
-            header = self._policies[own_limit] = (b"ratelimit-policy", policy)
-        return header
+            name = (SERVICE_POLICY if own_limit is None else KEY_POLICY).encode()
+            field = b'"%s";q=%d;w=%d' % (name, quota, window)
+            found = self._policies[own_limit] = (name, (b"ratelimit-policy", field))
+        return found
 
-    def _deprecation_headers(self, base_url: str) -> list[Header]:
-        """getPet's D14 headers, the Link absolute under ``base_url``; built once for
-        each of the first 64 base URLs seen."""
-        headers = self._deprecation_by_base.get(base_url)
+    def _deprecation_headers(self, exchange: Exchange) -> list[Header]:
+        """getPet's D14 headers, the Link absolute under the base URL the client called;
+        built once for each scheme and Host, the 64 last used kept."""
+        key = (exchange.scope["scheme"], exchange.header(b"host") or "")
+        headers = self._deprecation_by_host.get(key)
         if headers is None:
-            link = f'<{base_url}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
-            headers = [*self._deprecation, (b"link", link.encode())]
-            if len(self._deprecation_by_base) < 64:
-                self._deprecation_by_base[base_url] = headers
+            docs = f"{exchange.base_url()}v1/docs/deprecations"
+            link = f'<{docs}>; rel="deprecation"; type="text/html"'.encode()
+            headers = self._deprecation_by_host[key] = [*self._deprecation, (b"link", link)]
         return headers
-
-
-_POLICY = ratelimit.POLICY.encode()
 
 
 def _next_link(exchange: Exchange, cursor: str, limit: int, status: PetStatus | None) -> Header:

@@ -2,20 +2,17 @@
 that names what was wrong (D8, D10).
 
 One function per input: the query parameters of listPets, the ``petId`` path
-segment, the ``Idempotency-Key`` and ``Content-Type`` headers, and the NewPet body.
-Each takes the raw text (None when absent) and raises ``errors.*``.
+segment, the ``Idempotency-Key`` and ``Content-Type`` headers (the NewPet body has
+its own module, :mod:`.newpet`). Each takes the raw text (None when absent) and
+raises ``errors.*``.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from decimal import Decimal, InvalidOperation
 from urllib.parse import parse_qsl
 
-import msgspec
-
-from petstore.schemas import INT64_MAX, NewPet, PetStatus
+from petstore.schemas import INT64_MAX, PetStatus
 from petstore.server import errors
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
@@ -24,11 +21,6 @@ IDEMPOTENCY_KEY_MAX = 255
 # RFC 8941: a token, or the inside of a string (printable ASCII, \" and \\ escaped).
 _TOKEN = re.compile(r"[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*")
 _STRING = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])+)"')
-_new_pet_decoder = msgspec.json.Decoder(NewPet)
-_members_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_FIELD_RE = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
-#: The member names of a NewPet as they can be written without escapes.
-_MEMBERS = (b'"name"', b'"categoryId"', b'"status"')
 
 
 def query(query_string: bytes) -> dict[str, str]:
@@ -69,7 +61,7 @@ def parse_status(raw: str | None) -> PetStatus | None:
         return PetStatus(raw)
     except ValueError:
         allowed = ", ".join(s.value for s in PetStatus)
-        raise errors.InvalidRequest(f"status: must be one of {allowed}") from None
+        raise errors.InvalidRequest(f"status: must be one of {allowed}, got {raw[:40]!r}") from None
 
 
 def parse_pet_id(raw: str) -> int:
@@ -108,89 +100,3 @@ def check_json_content_type(raw: str | None) -> None:
     charsets = [p.split("=", 1)[1].strip(' "') for p in params if p.strip().startswith("charset=")]
     if media_type.strip() != "application/json" or any(c != "utf-8" for c in charsets):
         raise errors.UnsupportedMediaType("the request body must be application/json (UTF-8)")
-
-
-def parse_new_pet(body: bytes) -> NewPet:
-    """A NewPet from JSON bytes (D1-D4). Raises MalformedJson for a body that is
-    empty or not UTF-8 JSON, InvalidRequest naming the offending field otherwise,
-    a member named twice (D4) included."""
-    if not body.strip():
-        raise errors.MalformedJson("the request body is empty; send a NewPet JSON object")
-    if b"\\" in body or any(body.count(member) > 1 for member in _MEMBERS):
-        _refuse_repeated_members(body)  # rare: any body without them has no repeats
-    try:
-        return _new_pet_decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        # Decoding validates as it parses, so a type error can be met before a syntax
-        # error further on; a body that is not JSON at all is malformed_json (D10).
-        # Syntax only: a number is JSON whatever its size (D3 judges 1e400 out of range).
-        try:
-            body.decode("utf-8")
-            msgspec.json.decode(body, type=msgspec.Raw)
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
-        if "got `float` - at `$.categoryId`" in str(exc):
-            members = _members_decoder.decode(body)  # the numeral as written
-            whole = _whole_number(bytes(members["categoryId"]))
-            if whole is not None:  # D3: 1.0 and 1e3 are integers in JSON Schema
-                members["categoryId"] = msgspec.Raw(str(whole).encode())
-                return parse_new_pet(msgspec.json.encode(members))
-        raise errors.InvalidRequest(_for_people(str(exc))) from None
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        raise errors.MalformedJson("the request body is not valid UTF-8 JSON") from None
-
-
-def _for_people(problem: str) -> str:
-    """The decoder's ``problem`` with a NewPet as an English message that starts with
-    the member it is about (D10): ``categoryId: must be a whole number from 1 to
-    9223372036854775807``, never the library's backticked types."""
-    match = _FIELD_RE.search(problem)
-    member = next((g for g in match.groups() if g), "body") if match else "body"
-    if "missing required field" in problem:
-        return f"{member}: is required"
-    if "unknown field" in problem:
-        return f"{member}: is not a member of a NewPet (name, categoryId, status)"
-    if member == "categoryId":
-        return f"categoryId: must be a whole number from 1 to {INT64_MAX}"
-    if member == "status":
-        return f"status: must be one of {', '.join(s.value for s in PetStatus)}"
-    if member == "name":
-        if problem.startswith("must"):  # NewPet's own D2 checks, already in English
-            return f"name: {problem.split(' - at ', 1)[0]}"
-        return "name: must be a string of 1 to 100 characters"
-    return "body: must be a JSON object, a NewPet: name, categoryId and optionally status"
-
-
-def _whole_number(numeral: bytes) -> int | None:
-    """The exact value of a JSON number numeral when it is a whole number (``1.0``,
-    ``1e3``, ``100.00``), judged in decimal, never through a float (D3); None for
-    any other numeral. A value past 20 digits is returned as ``2**64``: out of
-    range, without building a huge integer from ``1e999999``."""
-    try:
-        value = Decimal(numeral.decode("ascii"))
-    except (InvalidOperation, UnicodeDecodeError):
-        return None
-    if not value.is_finite() or value != value.to_integral_value():
-        return None
-    return int(value) if value.adjusted() < 20 else 2**64
-
-
-def _refuse_repeated_members(body: bytes) -> None:
-    """Raise InvalidRequest naming a member that an object of the JSON ``body`` names
-    twice (D4: RFC 8259 leaves the meaning to each parser, so a proxy could read
-    another animal than ours). A body that is not JSON is left to the decoder."""
-    repeated: list[str] = []
-
-    def members(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        found = dict(pairs)
-        if len(found) < len(pairs):
-            names = [name for name, _ in pairs]
-            repeated.extend(name for name in found if names.count(name) > 1)
-        return found
-
-    try:
-        json.loads(body, object_pairs_hook=members)
-    except (ValueError, RecursionError):
-        return
-    if repeated:
-        raise errors.InvalidRequest(f"{repeated[0]}: this member is named more than once")

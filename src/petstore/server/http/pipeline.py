@@ -4,13 +4,15 @@ request from its first byte to its log line.
 For each request, in order: the request id (a sane ``X-Request-ID`` is kept), the
 ``X-Forwarded-*`` headers when trusted, the D18 security headers, the route
 (:class:`petstore.server.http.routes.Router`; an unknown path is 404, a method the path lacks
-405 with ``Allow``), its handler, then the Error body of whatever error the handler
-raised (:func:`petstore.server.errors.render`: a ``PetstoreError`` as itself, anything
-else as 500 ``internal_error``, logged), and last the metrics and the access line.
+405 with ``Allow``), its handler within the request timeout (D25), then the Error body
+of whatever error the handler raised (:func:`petstore.server.errors.render`: a
+``PetstoreError`` as itself, anything else as 500 ``internal_error``, logged), and
+last, however the request ended, the metrics and the access line (``finally``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 from petstore.server import errors
+from petstore.server.http.deadlines import Deadlines
 from petstore.server.http.exchange import Exchange
 from petstore.server.http.routes import Route, Router
 from petstore.server.telemetry import logs, tracing
@@ -40,6 +43,8 @@ SECURITY_HEADERS = [
 #: A client's X-Request-ID is kept when it is 1-128 of these characters.
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
 _NO_SUCH_PATH = "no such path; the API lives under /v1 (see /v1/docs)"
+#: The status logged and counted for a request that ended before its answer started.
+CLIENT_CLOSED_REQUEST = 499
 
 
 class Service:
@@ -47,7 +52,9 @@ class Service:
     (the ASGI lifespan protocol). ``metrics`` counts every request; with
     ``trust_forwarded`` the client address and scheme come from the load balancer's
     ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
-    request is a server span, the child of the caller's ``traceparent``."""
+    request is a server span, the child of the caller's ``traceparent``. A handler
+    still running ``request_timeout`` seconds (> 0) after the request arrived is
+    cancelled and answered 503 ``unavailable`` with ``Retry-After`` (D25)."""
 
     def __init__(
         self,
@@ -57,18 +64,45 @@ class Service:
         metrics: Metrics,
         trust_forwarded: bool = False,
         tracer: Tracer | None = None,
+        request_timeout: float = 10.0,
     ) -> None:
         self.router = Router(routes)
         self.tracer = tracer
         self.lifespan = lifespan
         self.metrics = metrics
         self.trust_forwarded = trust_forwarded
+        self.request_timeout = request_timeout
+        # Answered by the deadline, not a tick after it (D25 bounds the answer).
+        self._deadlines = Deadlines(
+            seconds=request_timeout, tick=min(0.25, request_timeout / 10), early=True
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
                 await self._run_lifespan(receive, send)
             return
+        request_id, traceparent = self._read_headers(scope)
+        headers = [*SECURITY_HEADERS, (b"x-request-id", request_id)]
+        exchange = Exchange(scope, receive, send, request_id.decode(), headers)
+        started = time.perf_counter()
+        self.metrics.started()
+        try:
+            if self.tracer is None:
+                exchange.trace_id = (
+                    None if traceparent is None else tracing.trace_id_of(traceparent)
+                )
+                await self._answer_in_time(exchange)
+            else:
+                await self._answer_traced(exchange, self.tracer)
+        finally:
+            self._account(exchange, time.perf_counter() - started)
+
+    def _read_headers(self, scope: Scope) -> tuple[bytes, bytes | None]:
+        """The request id (the client's when sane, else a new random one) and the
+        ``traceparent`` of the request; with ``trust_forwarded``, the client address
+        and scheme of ``scope`` replaced by the load balancer's. One pass over the
+        headers for the three: this runs for every request."""
         raw_request_id = traceparent = None
         for name, value in scope["headers"]:
             if name == b"x-request-id":
@@ -83,52 +117,74 @@ class Service:
                     scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
         if raw_request_id is None:
             raw_request_id = os.urandom(16).hex().encode()
-        request_id = raw_request_id.decode()
-        started = time.perf_counter()
-        self.metrics.started()
-        exchange = Exchange(
-            scope, receive, send, request_id, [*SECURITY_HEADERS, (b"x-request-id", raw_request_id)]
-        )
-        method = scope["method"]
-        if self.tracer is None:
-            template, label = await self._answer(exchange, method)
-            trace_id = None if traceparent is None else tracing.trace_id_of(traceparent)
-        else:
-            template, label, trace_id = await self._answer_traced(exchange, method, self.tracer)
-        seconds = time.perf_counter() - started
-        status = exchange.status
-        self.metrics.record(label, status, seconds)
+        return raw_request_id, traceparent
+
+    def _account(self, exchange: Exchange, seconds: float) -> None:
+        """The metrics and the access line of an ended request, answered or not: one
+        that never started its answer (the client went away, the server stopped) is
+        counted and logged as 499, nginx's "client closed request"."""
+        status = exchange.status or CLIENT_CLOSED_REQUEST
+        self.metrics.record(exchange.label, status, seconds)
+        scope = exchange.scope
         client = scope.get("client")
         logs.access(
-            request_id=request_id,
-            method=method,
-            route=template,
+            request_id=exchange.request_id,
+            method=scope["method"],
+            route=exchange.route,
             path=scope["path"],
             status=status,
             seconds=seconds,
             api_key_id=exchange.api_key_id,
             client=f"{client[0]}:{client[1]}" if client else None,
-            trace_id=trace_id,
+            trace_id=exchange.trace_id,
         )
 
-    async def _answer(self, exchange: Exchange, method: str) -> tuple[str | None, str]:
-        """Route ``exchange`` and run its handler; answer whatever error it raised.
-        Returns the route template (None for an unknown path) and the metrics label."""
-        template, label = None, "unmatched"
+    async def _answer_in_time(self, exchange: Exchange) -> None:
+        """:meth:`_answer`, cancelled and answered 503 when it takes longer than the
+        request timeout (D25); 400 instead while the request body is still arriving
+        (then the client is the slow one, D17)."""
+        task = asyncio.current_task()
+        assert task is not None  # ASGI apps are called in a task
+        deadlines = self._deadlines
+        deadlines.watch(task)
+        try:
+            await self._answer(exchange)
+        except asyncio.CancelledError:
+            if not deadlines.was_cut(task):
+                raise
+            task.uncancel()
+            if exchange.status == 0:
+                await exchange.fail(self._timed_out(exchange))
+        finally:
+            deadlines.forget(task)
+
+    def _timed_out(self, exchange: Exchange) -> errors.PetstoreError:
+        seconds = f"{self.request_timeout:g}"
+        if exchange.body_read is None:
+            return errors.InvalidRequest(
+                f"body: the request body did not arrive within {seconds} s"
+            )
+        return errors.Unavailable(
+            f"the request was not answered within {seconds} s (the database may be slow "
+            "or unreachable); retry later"
+        )
+
+    async def _answer(self, exchange: Exchange) -> None:
+        """Route ``exchange`` and run its handler; answer whatever error it raised."""
         try:
             path = exchange.scope["path"]
             matched = self.router.match(path)
             if matched is None:
                 raise errors.NotFound(self._no_such_path(path))
             route, exchange.path_param = matched
-            template = label = route.template
-            answer = route.methods.get(method)
+            exchange.route = exchange.label = route.template
+            answer = route.methods.get(exchange.scope["method"])
             if answer is None:
                 raise errors.MethodNotAllowed(
                     "this path does not support that method; see the Allow header",
                     allow=route.allow,
                 )
-            handler, label = answer
+            handler, exchange.label = answer
             await handler(exchange)
         except errors.PetstoreError as exc:
             if exchange.status == 0:
@@ -137,14 +193,13 @@ class Service:
             errors.log.exception("unhandled error", extra={"request_id": exchange.request_id})
             if exchange.status == 0:
                 await exchange.fail(errors.internal_error())
-        return template, label
 
-    async def _answer_traced(
-        self, exchange: Exchange, method: str, tracer: Tracer
-    ) -> tuple[str | None, str, str]:
-        """:meth:`_answer` inside the request's server span (D23, HTTP semantic
-        conventions); also returns the span's trace id."""
+    async def _answer_traced(self, exchange: Exchange, tracer: Tracer) -> None:
+        """:meth:`_answer_in_time` inside the request's server span (D23, HTTP
+        semantic conventions); the span is ended and described however the request
+        ends."""
         scope = exchange.scope
+        method = scope["method"]
         with tracing.server_span(
             tracer,
             method=method,
@@ -152,21 +207,18 @@ class Service:
             path=scope["path"],
             headers=scope["headers"],
         ) as span:
-            template, label = await self._answer(exchange, method)
-            trace_id = format(span.get_span_context().trace_id, "032x")
-            if not span.is_recording():  # not sampled (OTEL_TRACES_SAMPLER)
-                return template, label, trace_id
-            if template is not None:
-                span.update_name(f"{method} {template}")
-                span.set_attribute("http.route", template)
-            span.set_attribute("http.response.status_code", exchange.status)
-            if scope.get("client"):
-                span.set_attribute("client.address", scope["client"][0])
-            if exchange.status >= 500:
-                from opentelemetry.trace import Status, StatusCode
-
-                span.set_status(Status(StatusCode.ERROR))
-            return template, label, trace_id
+            exchange.trace_id = format(span.get_span_context().trace_id, "032x")
+            try:
+                await self._answer_in_time(exchange)
+            finally:
+                if span.is_recording():  # else not sampled (OTEL_TRACES_SAMPLER)
+                    tracing.describe(
+                        span,
+                        method=method,
+                        route=exchange.route,
+                        status=exchange.status,
+                        client=scope.get("client"),
+                    )
 
     def _no_such_path(self, path: str) -> str:
         """The 404 message for ``path``; one with a trailing slash names the path

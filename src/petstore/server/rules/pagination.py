@@ -17,6 +17,8 @@ import binascii
 import hmac
 import struct
 
+from cachetools import LRUCache
+
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.rules import pets
@@ -38,7 +40,7 @@ class CursorSigner:
         self._secret = secret
         # Cursors verified before: the check is a pure function of the cursor and the
         # status, and a client walking pages presents each cursor again and again.
-        self._verified: dict[tuple[str, PetStatus | None], int] = {}
+        self._verified: LRUCache[tuple[str, PetStatus | None], int] = LRUCache(_VERIFIED_MAX)
 
     def _sign(self, payload: bytes) -> bytes:
         return hmac.digest(self._secret, payload, "sha256")[:_SIGNATURE_BYTES]
@@ -58,8 +60,6 @@ class CursorSigner:
         last_id = self._verified.get((cursor, status))
         if last_id is None:
             last_id = self._verify(cursor, status)
-            if len(self._verified) >= _VERIFIED_MAX:
-                self._verified.clear()
             self._verified[(cursor, status)] = last_id
         return last_id
 
@@ -100,13 +100,15 @@ class PageCache:
     from 0.20 to 0.40; holding the next cursor with each page, S5 to 0.53
     (docs/performance.md).
 
-    Bounded by the bytes of the bodies held (``max_bytes``); emptied when full.
+    Bounded by the bytes of the bodies held (``max_bytes``): the pages used least
+    recently make room (a ``cachetools.LRUCache`` sized by body length). A page
+    larger than ``max_bytes`` is not held.
     """
 
     def __init__(self, max_bytes: int) -> None:
-        self._max_bytes = max_bytes
-        self._bytes = 0
-        self._pages: dict[PageKey, tuple[bytes, str]] = {}
+        self._pages: LRUCache[PageKey, tuple[bytes, str]] = LRUCache(
+            max_bytes, getsizeof=_body_size
+        )
 
     def get(self, key: PageKey) -> tuple[bytes, str] | None:
         """The JSON body of the page ``key`` and the cursor of the page after it, if held."""
@@ -114,11 +116,12 @@ class PageCache:
 
     def put(self, key: PageKey, body: bytes, next_cursor: str) -> None:
         """Hold the page ``key``: its JSON ``body`` and the cursor that follows it."""
-        if self._bytes + len(body) > self._max_bytes:
-            self._pages.clear()
-            self._bytes = 0
-        self._pages[key] = (body, next_cursor)
-        self._bytes += len(body)
+        if len(body) <= self._pages.maxsize:
+            self._pages[key] = (body, next_cursor)
+
+
+def _body_size(page: tuple[bytes, str]) -> int:
+    return len(page[0])
 
 
 class Pages:

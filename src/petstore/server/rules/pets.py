@@ -7,10 +7,7 @@ D11, D14).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
-from email.utils import format_datetime
 
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server import errors
@@ -18,7 +15,6 @@ from petstore.server.store import Store
 
 #: interface: Versioning: getPet is removed on 5 December 2030 (00:00:00 GMT).
 SUNSET = datetime(2030, 12, 5, tzinfo=UTC)
-_SUNSET_EPOCH = SUNSET.timestamp()
 REPLACEMENT = "GET /v1/pets with the status filter"
 
 
@@ -43,27 +39,3 @@ async def get(store: Store, pet_id: int) -> Pet:
     if pet is None:
         raise errors.NotFound(f"no animal has id {pet_id}")
     return pet
-
-
-def sunset_check(clock: Callable[[], datetime] | None) -> Callable[[], None]:
-    """A check that raises Gone once getPet's sunset has come (D14), on ``clock``, or
-    on the wall clock when None (read as epoch seconds: no datetime per request)."""
-    if clock is None:
-
-        def check_wall_clock() -> None:
-            if time.time() >= _SUNSET_EPOCH:
-                raise _gone()
-
-        return check_wall_clock
-    now = clock
-
-    def check_clock() -> None:
-        if now() >= SUNSET:
-            raise _gone()
-
-    return check_clock
-
-
-def _gone() -> errors.Gone:
-    removed_on = format_datetime(SUNSET, usegmt=True)
-    return errors.Gone(f"GET /v1/pets/{{petId}} was removed on {removed_on}; use {REPLACEMENT}")

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from typing import NamedTuple
 
+from cachetools import LRUCache
 from limits import RateLimitItem, parse
 
 from petstore.server.store.batch import TurnBatcher
@@ -28,6 +29,10 @@ log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
 _LOG_EVERY_SECONDS = 60.0
 _KEYS_MAX = 100_000
+
+#: Whose window a hit counts in: the API key's id, and its own limit (D22) or None
+#: for the service's. A key whose limit changes gets a window of its own.
+Slot = tuple[int, str | None]
 
 
 class Quota(NamedTuple):
@@ -39,6 +44,20 @@ class Quota(NamedTuple):
     reset: int
     #: Seconds to wait when this request is over the limit (then refused), else None.
     retry_after: int | None
+
+
+class _Window:
+    """One slot's fixed window: its counter key in the storage (which names the
+    limit), the requests it allows, its length in seconds, and when the current
+    window ends (epoch seconds; 0 until first asked)."""
+
+    __slots__ = ("key", "length", "limit", "reset_at")
+
+    def __init__(self, key: str, limit: int, length: int) -> None:
+        self.key = key
+        self.limit = limit
+        self.length = length
+        self.reset_at = 0.0
 
 
 class RateLimiter:
@@ -54,10 +73,8 @@ class RateLimiter:
         self.window: int = self.item.get_expiry()
         self._counters = counters
         self._storage = counters.storage
-        # API key id, or (id, its own limit) -> (counter key, requests a window)
-        self._keys: dict[int | tuple[int, str], tuple[str, int]] = {}
-        self._expiries: dict[str, int] = {}  # counter key -> window, seconds
-        self._window_ends: dict[str, float] = {}  # counter key -> epoch seconds
+        # The slots seen lately (a few thousand keys in practice), bounded.
+        self._windows: LRUCache[Slot, _Window] = LRUCache(_KEYS_MAX)
         self.store_error: str | None = None
         self._logged_at = -math.inf
         self._hits = TurnBatcher(self._count)
@@ -74,20 +91,21 @@ class RateLimiter:
         """Count one request of ``api_key_id``, whose own limit is ``own_limit`` (D22;
         None for the service's): where it leaves the key's window, or None while the
         counter store is unreachable and the limiter fails open."""
-        slot = api_key_id if own_limit is None else (api_key_id, own_limit)
-        key, limit = self._keys.get(slot) or self._key_for(slot)
-        counted = await self._hits.submit(key)
+        slot = (api_key_id, own_limit)
+        window = self._windows.get(slot) or self._window_for(slot)
+        counted = await self._hits.submit(window)
         if counted is None:
             return None
         count, reset_at = counted
         reset = max(0, math.ceil(reset_at - time.time()))
+        limit = window.limit
         return Quota(
             limit - count if count < limit else 0, reset, None if count <= limit else reset
         )
 
-    async def _count(self, keys: list[str]) -> list[tuple[int, float] | None]:
-        """Count the hits of one turn of the loop (:class:`TurnBatcher`), one counter
-        key per hit: each hit's count in its window and the window's end (epoch
+    async def _count(self, windows: list[_Window]) -> list[tuple[int, float] | None]:
+        """Count the hits of one turn of the loop (:class:`TurnBatcher`), one window
+        per hit: each hit's count in its window and the window's end (epoch
         seconds), or None for every hit while the store is unreachable (fail open).
 
         One ``incr`` by the number of hits per key, where a hit each cost a request
@@ -96,48 +114,43 @@ class RateLimiter:
         window's total less the hits that follow in the batch. The window's end is
         remembered per key and asked again only when a window opens or has passed.
         """
-        amounts = Counter(keys)
+        amounts = Counter(windows)
         try:
             if len(amounts) == 1:  # the usual turn: one key, and no task for a gather
-                ((key, amount),) = amounts.items()
-                totals = {key: await self._incr(key, amount)}
+                ((window, amount),) = amounts.items()
+                totals = {window: await self._incr(window, amount)}
             else:
-                incrs = (self._incr(key, amount) for key, amount in amounts.items())
+                incrs = (self._incr(window, amount) for window, amount in amounts.items())
                 totals = dict(zip(amounts, await asyncio.gather(*incrs), strict=True))
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self.store_error = f"{type(exc).__name__}: {exc}"
             if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
                 self._logged_at = time.monotonic()
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
-            return [None] * len(keys)
+            return [None] * len(windows)
         self.store_error = None
         counts: list[tuple[int, float] | None] = []
-        for key in keys:
-            count, reset_at = totals[key]
-            totals[key] = (count + 1, reset_at)
+        for window in windows:
+            count, reset_at = totals[window]
+            totals[window] = (count + 1, reset_at)
             counts.append((count + 1, reset_at))
         return counts
 
-    async def _incr(self, key: str, amount: int) -> tuple[int, float]:
-        """Add ``amount`` hits to ``key``: its count before them, and its window's end."""
-        count = await self._storage.incr(key, self._expiries.get(key, self.window), amount)
-        reset_at = self._window_ends.get(key, 0.0)
-        if count == amount or reset_at <= time.time():
-            reset_at = self._window_ends[key] = await self._storage.get_expiry(key)
-        return count - amount, reset_at
+    async def _incr(self, window: _Window, amount: int) -> tuple[int, float]:
+        """Add ``amount`` hits to ``window``: its count before them, and its end."""
+        count = await self._storage.incr(window.key, window.length, amount)
+        if count == amount or window.reset_at <= time.time():
+            window.reset_at = await self._storage.get_expiry(window.key)
+        return count - amount, window.reset_at
 
-    def _key_for(self, slot: int | tuple[int, str]) -> tuple[str, int]:
-        """The counter key of ``slot`` and its requests a window. The counter key
-        names the limit, so a key whose limit changes starts a counter of its own."""
-        if len(self._keys) >= _KEYS_MAX:  # bounded: a few thousand keys in practice
-            self._keys.clear()
-            self._expiries.clear()
-            self._window_ends.clear()
-        api_key_id, item = (slot, self.item) if isinstance(slot, int) else (slot[0], parse(slot[1]))
-        key = item.key_for(POLICY, str(api_key_id))
-        self._expiries[key] = item.get_expiry()
-        self._keys[slot] = (key, item.amount)
-        return key, item.amount
+    def _window_for(self, slot: Slot) -> _Window:
+        """A new window for ``slot``, remembered. Its counter key names the limit, so
+        a key whose limit changes starts a counter of its own."""
+        api_key_id, own_limit = slot
+        item = self.item if own_limit is None else parse(own_limit)
+        window = _Window(item.key_for(POLICY, str(api_key_id)), item.amount, item.get_expiry())
+        self._windows[slot] = window
+        return window
 
     async def check(self) -> str:
         """The state of the counter store for ``/readyz``: ``ok``, or how it fails open."""

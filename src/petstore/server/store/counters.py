@@ -9,12 +9,27 @@ limiter turns into failing open.
 
 from __future__ import annotations
 
+import socket
+
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from redis.asyncio import ConnectionPool
 
 #: How long one Redis call may take, connecting included: a limit check must never
 #: hold a request up for long (D15 fails open instead).
 REDIS_TIMEOUT_SECONDS = 0.25
+#: D25: a Redis host that vanishes without a FIN is noticed by TCP as PostgreSQL's is
+#: (``postgres_pool.KEEPALIVES``): an idle connection after 2 s and 3 probes 1 s
+#: apart, one with data unacknowledged after 2 s. A call fails open after
+#: :data:`REDIS_TIMEOUT_SECONDS` anyway; these free the dead connection itself.
+REDIS_KEEPALIVE_OPTIONS = {
+    socket.TCP_KEEPIDLE: 2,
+    socket.TCP_KEEPINTVL: 1,
+    socket.TCP_KEEPCNT: 3,
+    socket.TCP_USER_TIMEOUT: 2000,
+}
+#: Seconds a pooled Redis connection may sit idle before it is tested (a PING) when
+#: next taken: only after a quiet spell, so it adds no round trip under load.
+REDIS_HEALTH_CHECK_SECONDS = 30
 
 
 class Counters:
@@ -31,6 +46,9 @@ class Counters:
                 redis_url,
                 socket_timeout=REDIS_TIMEOUT_SECONDS,
                 socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+                socket_keepalive=True,
+                socket_keepalive_options=REDIS_KEEPALIVE_OPTIONS,
+                health_check_interval=REDIS_HEALTH_CHECK_SECONDS,
             )
             self._redis = RedisStorage(
                 f"async+{redis_url}",

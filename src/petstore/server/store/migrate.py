@@ -15,12 +15,13 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from petstore.server.config import UnsupportedDatabaseError, is_postgres, sqlite_path
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.engine import Engine
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _VERSIONS = _MIGRATIONS / "versions"
@@ -47,6 +48,23 @@ def sqlalchemy_url(url: str) -> str:
     raise UnsupportedDatabaseError(f"unsupported database URL scheme: {url.split(':', 1)[0]!r}")
 
 
+def engine_for(sqlalchemy_url: str, *, libpq_url: str | None) -> Engine:
+    """A SQLAlchemy engine without a pool for the migrations: on PostgreSQL its
+    connections are psycopg's, opened with the service's own ``libpq_url`` and the
+    keepalives of every PostgreSQL connection (D25: ``postgres_pool.KEEPALIVES``)."""
+    from sqlalchemy import create_engine, pool
+
+    options: dict[str, Any] = {"poolclass": pool.NullPool}
+    if libpq_url is not None:
+        import psycopg
+
+        from petstore.server.store.postgres_pool import connection_options
+
+        kwargs = connection_options(libpq_url)
+        options["creator"] = lambda: psycopg.connect(libpq_url, **kwargs)
+    return create_engine(sqlalchemy_url, **options)
+
+
 def _alembic_config(url: str) -> Config:
     from alembic.config import Config
 
@@ -71,19 +89,30 @@ def upgrade(url: str, *, newer_is_fine: bool = False, to: str = "head") -> None:
     child process (``petstore serve`` does).
     """
     from alembic import command
-    from alembic.util import CommandError
     from sqlalchemy.exc import OperationalError
 
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        if newer_is_fine and _applied_revision(url) not in (None, *revisions()):
+            return  # a newer release's schema, which serves this code too
         command.upgrade(_alembic_config(url), to)
-    except CommandError as exc:
-        if not (newer_is_fine and "Can't locate revision" in str(exc)):
-            raise
     except OperationalError as exc:
         raise UnreachableDatabaseError(f"cannot reach the database: {exc.orig}") from None
+
+
+def _applied_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at, None when it has no schema yet.
+    Raises sqlalchemy's OperationalError when it cannot be reached."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = engine_for(sqlalchemy_url(url), libpq_url=url if is_postgres(url) else None)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
 
 
 @functools.cache

@@ -13,38 +13,41 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
-import psycopg
-
-from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
-from petstore.server.store import (
-    ApiKey,
-    ApiKeyRecord,
-    IdempotencyClaim,
-    IdempotencyRecord,
-    require_current_schema,
-    sql,
-)
+from petstore.schemas import NewPet, Pet, PetStatus, pet_from_row
+from petstore.server.store import IdempotencyClaim, IdempotencyRecord, require_current_schema, sql
 from petstore.server.store.batch import Batcher
 from petstore.server.store.postgres_pool import Connection, Pool, reachable
+from petstore.server.store.queries import Dialect, SharedQueries, claimed_create
 
 #: The advisory lock that orders id assignment by commit (D9): b"petstore" as int64.
 ID_ORDER_LOCK = int.from_bytes(b"petstore", "big")
 
-# The shared statements (store.sql), adapted to psycopg's %s once, here.
-_INSERT_PET = sql.postgres(sql.INSERT_PET + " RETURNING id")
-_DELETE_EXPIRED_CLAIM = sql.postgres(sql.DELETE_EXPIRED_CLAIM)
-_INSERT_CLAIM = sql.postgres(sql.INSERT_CLAIM)
-_SELECT_CLAIM = sql.postgres(sql.SELECT_CLAIM)
-_FIND_IDEMPOTENCY_RECORD = sql.postgres(sql.FIND_IDEMPOTENCY_RECORD)
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+#: PostgreSQL's spelling of the shared statements (``%s`` placeholders, adapted once
+#: here) and timestamps (``timestamptz``, datetimes both ways).
+DIALECT = Dialect(
+    insert_pet=sql.postgres(sql.INSERT_PET + " RETURNING id"),
+    delete_expired_claim=sql.postgres(sql.DELETE_EXPIRED_CLAIM),
+    insert_claim=sql.postgres(sql.INSERT_CLAIM),
+    select_claim=sql.postgres(sql.SELECT_CLAIM),
+    find_idempotency_record=sql.postgres(sql.FIND_IDEMPOTENCY_RECORD),
+    insert_api_key=sql.postgres(sql.INSERT_API_KEY),
+    list_api_keys=sql.postgres(sql.LIST_API_KEYS),
+    revoke_api_key=sql.postgres(sql.REVOKE_API_KEY),
+    find_api_keys=sql.postgres(sql.FIND_API_KEYS),
+    count_active_api_keys=sql.postgres(sql.COUNT_ACTIVE_API_KEYS),
+    schema_exists="SELECT to_regclass('alembic_version') IS NOT NULL",
+    schema_revision=sql.postgres(sql.SCHEMA_REVISION),
+    to_db=_as_is,
+    from_db=_as_is,
+)
 _PURGE_IDEMPOTENCY_RECORDS = sql.postgres(sql.PURGE_IDEMPOTENCY_RECORDS)
-_INSERT_API_KEY = sql.postgres(sql.INSERT_API_KEY)
-_LIST_API_KEYS = sql.postgres(sql.LIST_API_KEYS)
-_REVOKE_API_KEY = sql.postgres(sql.REVOKE_API_KEY)
-_FIND_API_KEYS = sql.postgres(sql.FIND_API_KEYS)
-_COUNT_ACTIVE_API_KEYS = sql.postgres(sql.COUNT_ACTIVE_API_KEYS)
-_SCHEMA_REVISION = sql.postgres(sql.SCHEMA_REVISION)
 
 #: Many animals with one statement: names, category ids, statuses as arrays.
 _INSERT_PETS = (
@@ -99,39 +102,33 @@ async def _insert_pet_rows(conn: Connection, news: list[NewPet]) -> list[Pet]:
 async def _insert_claimed(
     conn: Connection, new: NewPet, claim: IdempotencyClaim
 ) -> Pet | IdempotencyRecord:
-    """One create with an Idempotency-Key, inside a savepoint that is rolled back
-    (and the existing record returned) when the key is already taken (D16)."""
-    async with conn.transaction():
-        await conn.execute(
-            _DELETE_EXPIRED_CLAIM, (claim.api_key_id, claim.key, claim.expired_before)
-        )
-        cursor = await conn.execute(_INSERT_PET, (new.name, new.category_id, new.status.value))
-        row = await cursor.fetchone()
-        assert row is not None  # INSERT ... RETURNING: one row
-        pet = Pet(row[0], new.name, new.category_id, new.status)
-        record = (claim.api_key_id, claim.key, claim.fingerprint, pet.id, encode(pet).decode())
-        cursor = await conn.execute(_INSERT_CLAIM, (*record, claim.created_at))
-        if await cursor.fetchone() is not None:
-            return pet
-        raise psycopg.Rollback  # to the savepoint; the block ends without an error
-    cursor = await conn.execute(_SELECT_CLAIM, (claim.api_key_id, claim.key))
-    row = await cursor.fetchone()
-    assert row is not None
-    return _idempotency_record(row)
+    """Run :func:`queries.claimed_create` on ``conn`` (D16)."""
+    steps = claimed_create(DIALECT, new, claim)
+    statement, params = next(steps)
+    while True:
+        cursor = await conn.execute(statement, params)
+        row = None if cursor.description is None else await cursor.fetchone()
+        answer = row[0] if statement is DIALECT.insert_pet and row is not None else row
+        try:
+            statement, params = steps.send(answer)
+        except StopIteration as done:
+            result: Pet | IdempotencyRecord = done.value
+            return result
 
 
-def _idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
-    return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4].encode(), row[5])
-
-
-class PostgresStore:
+class PostgresStore(SharedQueries):
     """:class:`petstore.server.store.Store` over the PostgreSQL database at the
     ``postgresql://`` ``url`` (created by the migrations), with a pool of 1 to
     ``pool_size`` connections (an idle instance holds one; the pool grows under load
-    and shrinks when idle); ``timeout`` (seconds) bounds every wait for the database.
-    Constructing it does no I/O; :meth:`open` connects. Use it from one event loop."""
+    and shrinks when idle); ``timeout`` (seconds) bounds every wait for the database,
+    on the client too (D25, :meth:`Pool.connection`): a grouped call waits at most
+    that for its own batch, after at most that for the batch in progress when it
+    arrived, so twice ``timeout`` (10 s by default, the request timeout) at worst,
+    then raises ``errors.Unavailable``. Constructing it does no I/O; :meth:`open`
+    connects. Use it from one event loop."""
 
     full_pages_are_final = False
+    dialect = DIALECT
 
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0) -> None:
         self._pool = Pool(url, size=pool_size, timeout=timeout)
@@ -170,7 +167,7 @@ class PostgresStore:
         ascending order. This holds for inserts made through this store with the
         identity's default ``CACHE 1``; rows inserted by other means skip the lock.
         """
-        with reachable():
+        with reachable:
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
                 plain = [new for new, claim in creates if claim is None]
@@ -180,14 +177,8 @@ class PostgresStore:
                     for new, claim in creates
                 ]
 
-    async def find_idempotency_record(
-        self, api_key_id: int, key: str, *, created_after: datetime
-    ) -> IdempotencyRecord | None:
-        rows = await self._pool.read(_FIND_IDEMPOTENCY_RECORD, (api_key_id, key, created_after))
-        return _idempotency_record(rows[0]) if rows else None
-
     async def purge_idempotency_records(self, *, created_before: datetime) -> int:
-        with reachable():
+        with reachable:
             async with self._pool.connection() as conn:
                 cursor = await conn.execute(_PURGE_IDEMPOTENCY_RECORDS, (created_before,))
                 return cursor.rowcount
@@ -253,40 +244,11 @@ class PostgresStore:
         found = {row[0]: pet_from_row(row) for row in rows}
         return [found.get(pet_id) for pet_id in pet_ids]
 
-    async def create_api_key(
-        self,
-        *,
-        name: str,
-        prefix: str,
-        key_hash: str,
-        created_at: datetime,
-        expires_at: datetime | None,
-        scopes: tuple[str, ...],
-        rate_limit: str | None,
-    ) -> ApiKey:
-        params = (name, prefix, key_hash, created_at, expires_at, " ".join(scopes), rate_limit)
-        return sql.api_key((await self._pool.write(_INSERT_API_KEY, params))[0])
+    async def _read(self, statement: LiteralString, params: tuple[Any, ...] = ()) -> list[Any]:
+        return await self._pool.read(statement, params)
 
-    async def list_api_keys(self) -> list[ApiKey]:
-        return [sql.api_key(row) for row in await self._pool.read(_LIST_API_KEYS)]
-
-    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        return bool(await self._pool.write(_REVOKE_API_KEY, (at, key_id)))
-
-    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        rows = await self._pool.read(_FIND_API_KEYS, (prefix,))
-        return [sql.api_key_record(row) for row in rows]
-
-    async def count_active_api_keys(self, *, now: datetime) -> int:
-        rows = await self._pool.read(_COUNT_ACTIVE_API_KEYS, (now,))
-        return int(rows[0][0])
-
-    async def schema_revision(self) -> str | None:
-        (exists,) = (await self._pool.read("SELECT to_regclass('alembic_version') IS NOT NULL"))[0]
-        if not exists:
-            return None
-        rows = await self._pool.read(_SCHEMA_REVISION)
-        return str(rows[0][0]) if rows else None
+    async def _write(self, statement: LiteralString, params: tuple[Any, ...]) -> list[Any]:
+        return await self._pool.write(statement, params)
 
     def pool_stats(self) -> dict[str, int]:
         return {**self._pool.stats(), "writes_waiting": self._creates.waiting}

@@ -1,28 +1,59 @@
 """The PostgreSQL store's connections: one bounded psycopg pool, every wait bounded.
 
-Every wait is bounded by ``timeout``: for a pooled connection, for a new connection
-(``connect_timeout``) and for each statement (``statement_timeout``, which also
-bounds the wait for the id-order lock). A database that cannot be reached within it
-raises ``errors.Unavailable`` (503, D10); the pool reconnects by itself when the
-database is back. The pool lends connections untested (a test is a round trip on
-every request); a statement that finds its connection dead has the pool test and
-replace its idle ones, and a read is then run once more.
+Every wait is bounded by ``timeout`` (D25): for a pooled connection, for a new
+connection (``connect_timeout``), for each statement on the server
+(``statement_timeout``, which also bounds the wait for the id-order lock) and on the
+client, since a server cut off or paused enforces nothing: a connection lent for
+longer than ``timeout`` is cut (:meth:`Pool.connection`). A dead peer is noticed by
+TCP within seconds (:data:`KEEPALIVES`). A database that cannot be reached within
+the bound raises ``errors.Unavailable`` (503 with Retry-After, D10); the pool
+reconnects by itself when the database is back. The pool lends connections untested
+(a test is a round trip on every request); a statement that finds its connection
+dead has the pool test and replace its idle ones, and a read is then run once more.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, LiteralString
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from petstore.server import errors
+from petstore.server.store.queries import Reachable
 
 Connection = psycopg.AsyncConnection[TupleRow]
+
+#: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
+#: the migrations'. A peer that vanishes without a FIN (a host cut off, powered off)
+#: is noticed by TCP: an idle connection after 2 s without traffic and 3 unanswered
+#: probes 1 s apart (5 s), one with data unacknowledged after 5 s
+#: (``tcp_user_timeout``, ms), instead of TCP's retransmission timeout (about 15
+#: minutes on Linux). 5 s is within the store's ``timeout`` (5 s by default) plus a
+#: margin, and far above a loopback or LAN round trip, so a busy but live server is
+#: never taken for dead. A value the operator put in the URL wins.
+KEEPALIVES: dict[str, str] = {
+    "keepalives": "1",
+    "keepalives_idle": "2",
+    "keepalives_interval": "1",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "5000",
+}
+
+
+def connection_options(url: str, **options: Any) -> dict[str, Any]:
+    """The keyword arguments for ``psycopg.connect(url, ...)``: ``options``, then
+    :data:`KEEPALIVES` except those the libpq ``url`` (or conninfo string) already
+    sets. Raises psycopg.ProgrammingError for a URL libpq cannot parse."""
+    given = conninfo_to_dict(url)
+    return {**{k: v for k, v in KEEPALIVES.items() if k not in given}, **options}
 
 
 class ConnectionLost(psycopg.OperationalError):
@@ -30,15 +61,28 @@ class ConnectionLost(psycopg.OperationalError):
     between us and it cut the connection while it sat in the pool."""
 
 
-@contextmanager
-def reachable() -> Iterator[None]:
-    """Turn driver and pool errors that mean "database not usable now" into
-    ``errors.Unavailable`` (503, D10); a missing table (a database not migrated, or
-    damaged) is one too, as on SQLite, and so is a pool not open or closed."""
-    try:
-        yield
-    except (psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout) as exc:
-        raise errors.Unavailable("the database is unavailable; retry shortly") from exc
+class NoAnswer(psycopg.OperationalError):
+    """The database did not answer within the timeout, and the connection was cut
+    (D25): it is paused, cut off, or overloaded. Not retried."""
+
+
+#: PostgreSQL's "database not usable now" (D10, D25): a connection refused, lost
+#: or cut at the client-side bound, no pooled connection within the timeout (or a
+#: pool not open), a statement cancelled by ``statement_timeout``, a missing table
+#: (a database not migrated, or damaged).
+reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
+
+
+def _cut(conn: Connection) -> None:
+    """Shut ``conn``'s socket down, both ways: whatever waits on it reads end of file
+    at once and fails with an OperationalError, the connection then broken. Not
+    ``close``: the event loop still watches the descriptor. Not ``cancel``: psycopg
+    would wait for the server's answer to the cancel request, which a paused server
+    never sends."""
+    if conn.closed:
+        return
+    with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class Pool:
@@ -61,10 +105,9 @@ class Pool:
             )
 
         # libpq counts connect_timeout in whole seconds, at least 2.
-        self._kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": max(2, math.ceil(timeout)),
-        }
+        self._kwargs = connection_options(
+            url, autocommit=True, connect_timeout=max(2, math.ceil(timeout))
+        )
         self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             url,
             kwargs=self._kwargs,
@@ -84,10 +127,15 @@ class Pool:
         bad credentials at once, the cause chained), instead of retrying until a
         request comes.
         """
-        with reachable():
+        with reachable:
             probe = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
             await probe.close()
             await self._pool.open(wait=True, timeout=self._timeout)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds every wait for the database is bounded by (D25)."""
+        return self._timeout
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
@@ -96,21 +144,35 @@ class Pool:
         docs/performance.md). One that turns out dead in use raises ConnectionLost,
         after the pool has tested its idle connections and replaced the dead ones, so
         that one request, not one per idle connection, meets a server restart.
-        Raises psycopg_pool.PoolTimeout when none is free within the timeout."""
+
+        Bounded on the client (D25): ``timeout`` seconds after it was asked for, a
+        connection still lent is cut (:func:`_cut`), so a statement that gets no
+        answer (a server paused or cut off, which enforces no ``statement_timeout``)
+        raises ConnectionLost then; a write's outcome is then unknown, and its
+        caller is answered 503 (a retry with the same Idempotency-Key settles it,
+        D16). One timer a lending, no round trip. Raises psycopg_pool.PoolTimeout
+        when none is free within the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
         async with self._pool.connection() as conn:
+            cut = loop.call_at(deadline, _cut, conn)
             try:
                 yield conn
             except psycopg.OperationalError as exc:
                 if not conn.broken:
                     raise
+                if loop.time() >= deadline:  # cut here: no answer, nothing to test
+                    raise NoAnswer(f"no answer within {self._timeout} s") from exc
                 await self._pool.check()
                 raise ConnectionLost(str(exc)) from exc
+            finally:
+                cut.cancel()
 
     async def read(self, statement: LiteralString, params: tuple[Any, ...] = ()) -> list[TupleRow]:
         """The rows of one SELECT. One that met a dead connection is run once more, on
         another: a read changes nothing, so running it twice is safe. Raises
         ``errors.Unavailable`` when the database cannot be reached."""
-        with reachable():
+        with reachable:
             try:
                 return await self._execute(statement, params)
             except ConnectionLost:
@@ -120,7 +182,7 @@ class Pool:
         """The rows (``RETURNING``) of one autocommit write. Not run again when its
         connection died, as its commit may have landed first: raises
         ``errors.Unavailable`` then, and when the database cannot be reached."""
-        with reachable():
+        with reachable:
             return await self._execute(statement, params)
 
     async def _execute(self, statement: LiteralString, params: tuple[Any, ...]) -> list[TupleRow]:

@@ -23,23 +23,21 @@ from typing import Any
 
 import msgspec
 
-from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
+from petstore.schemas import NewPet, Pet, PetStatus, pet_from_row
 from petstore.server.store import (
-    ApiKey,
-    ApiKeyRecord,
     IdempotencyClaim,
     IdempotencyRecord,
     require_current_schema,
     sql,
 )
 from petstore.server.store.batch import Batcher, TurnBatcher
+from petstore.server.store.queries import SharedQueries, claimed_create
 from petstore.server.store.sqlite_connections import (
+    DIALECT,
     Writer,
     connect,
-    idempotency_record,
     iso,
     not_open,
-    parse_time,
     reachable,
 )
 
@@ -51,12 +49,25 @@ _Create = tuple[NewPet, IdempotencyClaim | None]
 class _TurnReadTransaction:
     """The read connection, whose reads of one event-loop turn share one transaction.
 
-    The first read of a turn opens it; a callback at the next turn ends it. Every
-    request handled in a turn was handed to the loop before the turn began, so
-    before that first read: each read still sees every commit answered before its
-    request arrived. One transaction a turn, not one a read, saves each read taking
-    and letting go of the WAL read lock (two ``fcntl`` calls and an ``fstat``):
-    served S3 +7%, S6 +2% (b94b5a4, docs/performance.md).
+    Why: one transaction a turn, not one a read, saves each read taking and letting
+    go of the WAL read lock (two ``fcntl`` calls and an ``fstat``): served S3 +7%,
+    S6 +2% (b94b5a4, docs/performance.md).
+
+    What must hold (read-your-writes, interface: Add an animal, D9): *a read runs on
+    a snapshot taken after the loop received the request it answers*, so it sees
+    every commit whose 201 was sent before that request was sent. The snapshot is
+    taken by the first read after ``BEGIN``; a later read may use it only if the
+    work that issues it was queued on the loop before that moment. The loop runs
+    its ready callbacks first in, first out, and I/O callbacks (a new request) are
+    queued after the callbacks already ready. So :meth:`execute` queues :meth:`end`
+    with ``call_soon`` at the very moment it opens the transaction: whatever runs
+    before :meth:`end` was queued before the snapshot, whatever was queued after the
+    snapshot runs after :meth:`end` and opens a transaction of its own. Ending it
+    any later (``call_later``, a callback that queues another, an ``await``
+    between opening and queuing) breaks read-your-writes: a getPet right after its
+    201 could answer 404. Reads must also never ``await`` inside a transaction (they
+    are synchronous calls on the loop). Pinned by
+    ``tests/test_store_sqlite.py::test_a_request_that_arrives_after_a_commit_reads_it_even_in_the_next_turn``.
     """
 
     def __init__(self) -> None:
@@ -106,10 +117,13 @@ def _insert_pets(conn: sqlite3.Connection, creates: list[_Create]) -> list[Pet |
             # One plain create: one statement, which SQLite commits on its own.
             # Each statement step hands the GIL back and forth with the event
             # loop; this takes one step where a transaction around it takes three.
-            return [_insert_pet(conn, *creates[0])]
+            return [_insert_pet(conn, creates[0][0])]
         conn.execute("BEGIN IMMEDIATE")
         try:
-            results = [_insert_pet(conn, new, claim) for new, claim in creates]
+            results = [
+                _insert_pet(conn, new) if claim is None else _insert_claimed(conn, new, claim)
+                for new, claim in creates
+            ]
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -117,39 +131,36 @@ def _insert_pets(conn: sqlite3.Connection, creates: list[_Create]) -> list[Pet |
     return results
 
 
-def _insert_pet(
-    conn: sqlite3.Connection, new: NewPet, claim: IdempotencyClaim | None
-) -> Pet | IdempotencyRecord:
-    if claim is not None:
-        conn.execute("SAVEPOINT claim")
-        conn.execute(
-            sql.DELETE_EXPIRED_CLAIM, (claim.api_key_id, claim.key, iso(claim.expired_before))
-        )
+def _insert_pet(conn: sqlite3.Connection, new: NewPet) -> Pet:
     # lastrowid, not RETURNING: a RETURNING row costs one more statement step.
     pet_id = conn.execute(sql.INSERT_PET, (new.name, new.category_id, new.status.value)).lastrowid
     assert pet_id is not None  # an INSERT into a rowid table always sets it
-    pet = Pet(pet_id, new.name, new.category_id, new.status)
-    if claim is None:
-        return pet
-    response = encode(pet).decode()
-    claimed = conn.execute(
-        sql.INSERT_CLAIM,
-        (claim.api_key_id, claim.key, claim.fingerprint, pet_id, response, iso(claim.created_at)),
-    ).fetchone()
-    if claimed is None:
-        conn.execute("ROLLBACK TO claim")
-        conn.execute("RELEASE claim")
-        row = conn.execute(sql.SELECT_CLAIM, (claim.api_key_id, claim.key)).fetchone()
-        return idempotency_record(row)
-    conn.execute("RELEASE claim")
-    return pet
+    return Pet(pet_id, new.name, new.category_id, new.status)
 
 
-class SQLiteStore:
+def _insert_claimed(
+    conn: sqlite3.Connection, new: NewPet, claim: IdempotencyClaim
+) -> Pet | IdempotencyRecord:
+    """Run :func:`queries.claimed_create` on ``conn``, the new animal's id from
+    ``lastrowid``."""
+    steps = claimed_create(DIALECT, new, claim)
+    statement, params = next(steps)
+    while True:
+        cursor = conn.execute(statement, params)
+        answer = cursor.lastrowid if statement is DIALECT.insert_pet else cursor.fetchone()
+        try:
+            statement, params = steps.send(answer)
+        except StopIteration as done:
+            result: Pet | IdempotencyRecord = done.value
+            return result
+
+
+class SQLiteStore(SharedQueries):
     """:class:`petstore.server.store.Store` over the SQLite file at ``path`` (created by the
     migrations). Constructing it does no I/O; :meth:`open` connects."""
 
     full_pages_are_final = True
+    dialect = DIALECT
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -182,15 +193,6 @@ class SQLiteStore:
         and the writer thread took a lone create from 54 to 31 µs of CPU
         (docs/performance.md; the grouping itself was not measured apart)."""
         return self._writer.submit(lambda conn: _insert_pets(conn, creates))
-
-    async def find_idempotency_record(
-        self, api_key_id: int, key: str, *, created_after: datetime
-    ) -> IdempotencyRecord | None:
-        with reachable:
-            row = self._reads.execute(
-                sql.FIND_IDEMPOTENCY_RECORD, (api_key_id, key, iso(created_after))
-            ).fetchone()
-        return None if row is None else idempotency_record(row)
 
     async def purge_idempotency_records(self, *, created_before: datetime) -> int:
         def purge(conn: sqlite3.Connection) -> int:
@@ -225,55 +227,16 @@ class SQLiteStore:
         found = {row[0]: pet_from_row(row) for row in rows}
         return [found.get(pet_id) for pet_id in pet_ids]
 
-    async def _write(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    async def _read(self, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        with reachable:
+            return self._reads.execute(statement, params).fetchall()
+
+    async def _write(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        def run(conn: sqlite3.Connection) -> list[Any]:
             with reachable:
                 return conn.execute(statement, params).fetchall()
 
         return await self._writer.submit(run)
-
-    async def create_api_key(
-        self,
-        *,
-        name: str,
-        prefix: str,
-        key_hash: str,
-        created_at: datetime,
-        expires_at: datetime | None,
-        scopes: tuple[str, ...],
-        rate_limit: str | None,
-    ) -> ApiKey:
-        expires = iso(expires_at) if expires_at else None
-        params = (name, prefix, key_hash, iso(created_at), expires, " ".join(scopes), rate_limit)
-        return sql.api_key((await self._write(sql.INSERT_API_KEY, params))[0], time=parse_time)
-
-    async def list_api_keys(self) -> list[ApiKey]:
-        with reachable:
-            rows = self._reads.execute(sql.LIST_API_KEYS).fetchall()
-        return [sql.api_key(row, time=parse_time) for row in rows]
-
-    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        return bool(await self._write(sql.REVOKE_API_KEY, (iso(at), key_id)))
-
-    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        with reachable:
-            rows = self._reads.execute(sql.FIND_API_KEYS, (prefix,)).fetchall()
-        return [sql.api_key_record(row, time=parse_time) for row in rows]
-
-    async def count_active_api_keys(self, *, now: datetime) -> int:
-        with reachable:
-            (count,) = self._reads.execute(sql.COUNT_ACTIVE_API_KEYS, (iso(now),)).fetchone()
-        return int(count)
-
-    async def schema_revision(self) -> str | None:
-        with reachable:
-            try:
-                row = self._reads.execute(sql.SCHEMA_REVISION).fetchone()
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return None
-                raise
-        return None if row is None else str(row[0])
 
     def pool_stats(self) -> dict[str, int]:
         # One reader on the loop and one writer thread.

@@ -1,6 +1,7 @@
 """The SQLite store's two connections: how each is opened, what their errors mean
 (:data:`reachable`), the thread that owns the write one, so that the event loop
-never waits on a lock or an fsync, and how values are stored as SQLite text."""
+never waits on a lock or an fsync, and SQLite's spelling of the shared statements and
+timestamps (:data:`DIALECT`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from petstore.server import errors
-from petstore.server.store import IdempotencyRecord
+from petstore.server.store import sql
+from petstore.server.store.queries import Dialect, Reachable
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
@@ -30,21 +32,9 @@ _T = TypeVar("_T")
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
 
 
-class _Reachable:
-    """``with reachable:`` turns driver errors that mean "database not usable now"
-    into 503 (D10). A class, not a generator: it is entered on every read."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if kind is not None and issubclass(kind, sqlite3.OperationalError):
-            raise errors.Unavailable("the database is unavailable; retry shortly") from exc
-
-
-reachable = _Reachable()
+#: SQLite's "database not usable now": locked past the busy timeout, file gone or
+#: unreadable, disk full (D10).
+reachable = Reachable(sqlite3.OperationalError)
 
 
 def not_open(*args: object) -> NoReturn:
@@ -142,11 +132,27 @@ def iso(value: datetime) -> str:
 
 
 def parse_time(value: str | None) -> datetime | None:
+    """A stored timestamp (or NULL) back as an aware datetime (or None)."""
     return None if value is None else datetime.fromisoformat(value)
 
 
-def idempotency_record(row: tuple[Any, ...]) -> IdempotencyRecord:
-    """The record of a row of ``sql.IDEMPOTENCY_COLUMNS``."""
-    return IdempotencyRecord(
-        row[0], row[1], row[2], row[3], row[4].encode(), datetime.fromisoformat(row[5])
-    )
+#: SQLite's spelling: ``?`` placeholders, timestamps as ISO text in UTC; the new
+#: animal's id from ``lastrowid`` (one statement step fewer than ``RETURNING``).
+DIALECT = Dialect(
+    insert_pet=sql.INSERT_PET,
+    delete_expired_claim=sql.DELETE_EXPIRED_CLAIM,
+    insert_claim=sql.INSERT_CLAIM,
+    select_claim=sql.SELECT_CLAIM,
+    find_idempotency_record=sql.FIND_IDEMPOTENCY_RECORD,
+    insert_api_key=sql.INSERT_API_KEY,
+    list_api_keys=sql.LIST_API_KEYS,
+    revoke_api_key=sql.REVOKE_API_KEY,
+    find_api_keys=sql.FIND_API_KEYS,
+    count_active_api_keys=sql.COUNT_ACTIVE_API_KEYS,
+    schema_exists=(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+    ),
+    schema_revision=sql.SCHEMA_REVISION,
+    to_db=iso,
+    from_db=parse_time,
+)

@@ -4,6 +4,13 @@
 (the default in development). Every line carries the request id of the request
 it belongs to, ``-`` outside requests. No API key or Authorization value is ever
 passed to a logger: requests are logged by their API key *id*.
+
+One path for an access line whatever the format: :func:`access` hands its fields to
+the :class:`~.logstream.BufferedStderr` handler that :func:`configure` set up, whose
+formatter (:class:`JsonFormatter` or :class:`TextFormatter`) builds the
+:class:`AccessLine` and writes it. Only where loggers are left to the caller (tests,
+an embedding program) or a handler was added to ``petstore.access`` itself, an
+ordinary LogRecord with the same message and fields is logged instead.
 """
 
 from __future__ import annotations
@@ -16,20 +23,47 @@ from typing import Any
 
 import msgspec
 
-from petstore.server.telemetry.accesslines import (
-    LOGGER,
-    REQUEST_FIELDS,
-    AccessFields,
-    BufferedStderr,
-    access_lines,
-)
+from petstore.server.telemetry.logstream import BufferedStderr
 
-_encode = msgspec.json.Encoder().encode
+#: The logger of access lines.
+LOGGER = "petstore.access"
 access_log = logging.getLogger(LOGGER)
+_service_log = logging.getLogger("petstore")
 
 
+class AccessLine(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The line of one answered request (D18): the one definition of its shape.
+
+    A JSON line is these fields in this order without the ones that are None, whether
+    encoded from this Struct or from a LogRecord (:class:`JsonFormatter`); a text line
+    shows the same fields. Lines are built by :func:`access_lines` only. Encoding a
+    Struct costs less than a dict.
+    """
+
+    time: str
+    level: str
+    logger: str
+    message: str
+    request_id: str
+    method: str
+    route: str | None = None
+    status: int
+    duration_ms: float
+    api_key_id: int | None = None
+    client: str | None = None
+    trace_id: str | None = None
+
+
+#: Attributes a request's log line may carry beyond the message (every record may
+#: carry ``request_id``): :class:`AccessLine`'s fields after ``message``.
+REQUEST_FIELDS = AccessLine.__struct_fields__[AccessLine.__struct_fields__.index("message") + 1 :]
+#: An access line as queued: (epoch seconds, request id, method, route, path, status,
+#: seconds taken, API key id, client, trace id).
+AccessFields = tuple[
+    float, str, str, str | None, str, int, float, int | None, str | None, str | None
+]
 #: The request fields a text line shows in its own place: ``request_id=`` before the
-#: message, and the message itself (:func:`_access_lines`). The others follow it.
+#: message, and the message itself. The others follow it.
 _IN_TEXT_MESSAGE = frozenset(("request_id", "method", "route", "status", "duration_ms"))
 _TEXT_TAIL = tuple(field for field in REQUEST_FIELDS if field not in _IN_TEXT_MESSAGE)
 
@@ -38,6 +72,11 @@ class JsonFormatter(logging.Formatter):
     """``{"time", "level", "logger", "message", <request fields>, "error"?}`` per line:
     :class:`AccessLine`'s fields in its order, those the record has not or are None
     left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._encoder = msgspec.json.Encoder()
+        self._stamp: tuple[int, str] = (-1, "")
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -52,37 +91,89 @@ class JsonFormatter(logging.Formatter):
                 entry[field] = value
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
-        return _encode(entry).decode()
+        return self._encoder.encode(entry).decode()
+
+    def format_access(self, pending: deque[AccessFields]) -> bytes:
+        """Empty ``pending`` into its JSON lines, one object a line."""
+        return self._encoder.encode_lines(access_lines(pending, self._timestamp))
+
+    def _timestamp(self, at: float) -> str:
+        """Epoch seconds ``at`` as :meth:`format` writes a time (UTC, milliseconds),
+        formatted once per millisecond: thousands of access lines a second share each."""
+        ms = int(at * 1000)
+        if ms != self._stamp[0]:
+            seconds, millis = divmod(ms, 1000)
+            now = datetime.fromtimestamp(seconds, UTC).replace(microsecond=millis * 1000)
+            self._stamp = (ms, now.isoformat(timespec="milliseconds"))
+        return self._stamp[1]
 
 
 class TextFormatter(logging.Formatter):
     """``<time> <level> <logger> request_id=<id> <message>`` and then ``name=value`` for
-    each other request field the record carries (``api_key_id``, ``client``), the
-    ones that are None left out; a traceback, if any, on the lines after."""
+    each other request field the record carries (``api_key_id``, ``client``,
+    ``trace_id``), the ones that are None left out; a traceback, if any, on the lines
+    after. The time is local, as ``logging`` writes ``asctime``."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  # logging's name
         """The line of ``record`` without its traceback."""
-        line = super().formatMessage(record)
+        return self._tail(super().formatMessage(record), record)
+
+    def format_access(self, pending: deque[AccessFields]) -> bytes:
+        """Empty ``pending`` into its text lines, as :meth:`format` writes a record."""
+        lines = [
+            self._tail(
+                f"{line.time} INFO {line.logger} request_id={line.request_id} {line.message}",
+                line,
+            )
+            for line in access_lines(pending, self._asctime)
+        ]
+        lines.append("")
+        return "\n".join(lines).encode("utf-8", "backslashreplace")
+
+    def _asctime(self, at: float) -> str:
+        seconds = time.strftime(self.default_time_format, time.localtime(at))
+        return f"{seconds},{int(at % 1 * 1000):03d}"
+
+    @staticmethod
+    def _tail(line: str, source: object) -> str:
         for field in _TEXT_TAIL:
-            value = getattr(record, field, None)
+            value = getattr(source, field, None)
             if value is not None:
                 line = f"{line} {field}={value}"
         return line
 
 
-class _RequestIdDefault(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not hasattr(record, "request_id"):
-            record.request_id = "-"
-        return True
-
-
-#: The handler of JSON lines once :func:`configure` has set one up; access lines are
-#: then handed straight to it (see :func:`access`).
-_json_handler: BufferedStderr | None = None
+def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLine]:
+    """Empty ``pending`` (oldest first; others may append meanwhile) into its lines,
+    each time written by ``timestamp(epoch_seconds) -> str``. The only place an access
+    line is built, its message included; it takes a whole batch so that the
+    per-request path pays no call for it."""
+    logger, lines = LOGGER, []
+    while pending:
+        at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id = (
+            pending.popleft()
+        )
+        ms = seconds * 1000
+        lines.append(
+            AccessLine(
+                time=timestamp(at),
+                level="INFO",
+                logger=logger,
+                message=f"{method} {route or path} {status} {ms:.1f}ms",
+                request_id=request_id,
+                method=method,
+                route=route,
+                status=status,
+                duration_ms=round(ms, 3),
+                api_key_id=api_key_id,
+                client=client,
+                trace_id=trace_id,
+            )
+        )
+    return lines
 
 
 def access(
@@ -99,67 +190,57 @@ def access(
 ) -> None:
     """Log the line of one answered request (D18) on ``petstore.access`` at INFO:
     ``route`` is its template (None for an unknown path, then ``path`` is shown),
-    ``seconds`` its duration, ``trace_id`` its W3C trace id when it has one (D23).
-
-    With JSON logs configured, the fields go straight to the handler, which encodes
-    the :class:`AccessLine` in batches: a LogRecord and the formatter cost a third of
-    a getPet under load (docs/performance.md). Otherwise (text logs, or loggers left
-    to the caller, as in tests) it is an ordinary record with the same message and
-    the line's request fields as attributes.
-    """
+    ``seconds`` its duration, ``trace_id`` its W3C trace id when it has one (D23)."""
     if not access_log.isEnabledFor(logging.INFO):
         return
-    fields = (
-        time.time(),
-        request_id,
-        method,
-        route,
-        path,
-        status,
-        seconds,
-        api_key_id,
-        client,
-        trace_id,
-    )
-    handler = _json_handler
-    if handler is not None:
-        handler.access(fields)
+    at = time.time()
+    fields = (at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id)
+    handlers = _service_log.handlers
+    if handlers and type(handlers[0]) is BufferedStderr and not access_log.handlers:
+        handlers[0].access(fields)
         return
-    # Apart, for the JSON path's sake: with this inline, a call of access() costs 10%
-    # more on Python 3.11 even when it does not get here.
+    # Apart, for the common path's sake: with this inline, a call of access() costs
+    # 10% more on Python 3.11 even when it does not get here.
     _access_record(fields)
 
 
 def _access_record(fields: AccessFields) -> None:
     """Log the access line of ``fields`` as an ordinary record: its message, and its
     request fields as the record's attributes."""
-    (line,) = access_lines(deque((fields,)))
+    (line,) = access_lines(deque((fields,)), lambda at: "")  # the record has its time
     access_log.info(line.message, extra={field: getattr(line, field) for field in REQUEST_FIELDS})
 
 
 def flush() -> None:
-    """Write out every log line still buffered (at shutdown: the access lines of the
-    last half second would otherwise be lost with the worker)."""
-    for handler in logging.getLogger("petstore").handlers:
+    """Write out every log line still buffered (the access lines of the last half
+    second would otherwise be lost with the worker)."""
+    for handler in _service_log.handlers:
         handler.flush()
+
+
+def close() -> None:
+    """At shutdown: flush, and stop the flush thread of the handler :func:`configure`
+    set up (lines logged later are written at once)."""
+    for handler in _service_log.handlers:
+        if isinstance(handler, BufferedStderr):
+            handler.close()
+
+
+class _RequestIdDefault(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = "-"
+        return True
 
 
 def configure(*, level: str, json: bool) -> None:
     """Send the ``petstore`` loggers to stderr at ``level`` (a logging level name),
     as JSON lines (:class:`JsonFormatter`) or text (:class:`TextFormatter`); replaces
-    whatever handlers they had. Raises ValueError for an unknown level."""
-    global _json_handler
-    logger = logging.getLogger("petstore")
-    logger.setLevel(level)  # first: an unknown level changes nothing
-    handler = BufferedStderr()
-    _json_handler = handler if json else None
+    whatever handlers they had, closing them. Raises ValueError for an unknown level."""
+    _service_log.setLevel(level)  # first: an unknown level changes nothing
+    handler = BufferedStderr(JsonFormatter() if json else TextFormatter())
     handler.addFilter(_RequestIdDefault())
-    handler.setFormatter(JsonFormatter() if json else TextFormatter())
-    # The logging HOWTO's "Optimization": no caller, thread or process lookup per
-    # record (our records name none of them); the access log writes one per request.
-    logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    logger.handlers[:] = [handler]
-    logger.propagate = False
+    replaced, _service_log.handlers[:] = _service_log.handlers[:], [handler]
+    _service_log.propagate = False
+    for old in replaced:
+        old.close()

@@ -136,6 +136,16 @@ class Metrics:
         """Report ``pool_stats()`` (name -> value) as ``petstore_db_pool_<name>`` gauges."""
         self.registry.register(_PoolCollector(pool_stats))
 
+    def watch_rate_limit_store(self, failing_open: Callable[[], bool]) -> None:
+        """Report ``petstore_rate_limit_failing_open``: 1 while ``failing_open()``, the
+        counter store (Redis) unreachable and requests served uncounted (D15), else 0.
+        The state is the one the last request or ``/readyz`` check met."""
+        Gauge(
+            "petstore_rate_limit_failing_open",
+            "1 while the rate-limit store is unreachable and requests are not counted (D15).",
+            registry=self.registry,
+        ).set_function(lambda: float(failing_open()))
+
     def started(self) -> None:
         """Count one request in flight until its :meth:`record`."""
         self._in_flight += 1

@@ -144,3 +144,22 @@ def server_span(tracer: Tracer, *, method: str, scheme: str, path: str, headers:
         kind=SpanKind.SERVER,
         attributes={"http.request.method": method, "url.scheme": scheme, "url.path": path},
     )
+
+
+def describe(
+    span: Any, *, method: str, route: str | None, status: int, client: tuple[str, int] | None
+) -> None:
+    """Name a recording server ``span`` for its ``route`` template (None: an unknown
+    path) and give it the answer's ``status`` (0: none was started) and the
+    ``client`` address; a 5xx marks it an error (D23, HTTP semantic conventions)."""
+    if route is not None:
+        span.update_name(f"{method} {route}")
+        span.set_attribute("http.route", route)
+    if status:
+        span.set_attribute("http.response.status_code", status)
+    if client:
+        span.set_attribute("client.address", client[0])
+    if status >= 500:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR))

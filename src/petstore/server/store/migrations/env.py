@@ -1,21 +1,19 @@
 """Alembic environment: runs the migrations online against ``sqlalchemy.url``; on
 PostgreSQL the connection is psycopg's, opened with the service's own libpq URL
-(``petstore.libpq_url``), so multi-host URLs work as they do for the service."""
+(``petstore.libpq_url``) and keepalives, so multi-host URLs work as they do for the
+service (``migrate.engine_for``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from alembic import context
-from sqlalchemy import create_engine, pool
+
+from petstore.server.store.migrate import engine_for
 
 config = context.config
-options: dict[str, Any] = {"poolclass": pool.NullPool}
-if (libpq_url := config.get_main_option("petstore.libpq_url")) is not None:
-    import psycopg
-
-    options["creator"] = lambda: psycopg.connect(libpq_url)
-engine = create_engine(config.get_main_option("sqlalchemy.url") or "", **options)
+engine = engine_for(
+    config.get_main_option("sqlalchemy.url") or "",
+    libpq_url=config.get_main_option("petstore.libpq_url"),
+)
 with engine.connect() as connection:
     context.configure(connection=connection, target_metadata=None)
     with context.begin_transaction():

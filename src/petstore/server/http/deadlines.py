@@ -1,0 +1,60 @@
+"""Deadlines for many tasks at once, checked by one timer: the request timeout (D25)
+and the request body timeout (D17).
+
+A speed device, so it lives here alone. ``asyncio.timeout`` around each request
+body cost a createPet 9% served (docs/performance.md): each one schedules and
+cancels a timer handle on the event loop's heap. Here a request costs one dict
+insert and one pop; one timer, running only while some task is watched, checks
+every deadline each ``tick`` seconds and cancels the tasks past theirs, as
+``asyncio.timeout`` would.
+
+Invariant: a watched task is cancelled at most once by its deadline, no earlier
+than ``seconds - tick`` after :meth:`Deadlines.watch` and no later than
+``seconds`` (plus the event loop's lateness); :meth:`Deadlines.forget` must follow
+every ``watch`` (a ``finally``), else the timer keeps running.
+tests/test_asgi.py pins both ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class Deadlines:
+    """Cancels each watched task ``seconds`` after it was watched (seconds > 0), from
+    one event loop. ``early`` seconds of slack are allowed before the deadline
+    (0: never before it, up to ``tick`` after)."""
+
+    def __init__(self, *, seconds: float, tick: float, early: bool = False) -> None:
+        self.seconds = seconds
+        self.tick = tick
+        self._offset = seconds - tick if early else seconds
+        self._watched: dict[asyncio.Task[Any], float] = {}  # task -> deadline, loop time
+        self._cut: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self, task: asyncio.Task[Any]) -> None:
+        """Start ``task``'s clock now."""
+        loop = task.get_loop()
+        self._watched[task] = loop.time() + self._offset
+        if self._timer is None:
+            self._timer = loop.call_later(self.tick, self._check, loop)
+
+    def was_cut(self, task: asyncio.Task[Any]) -> bool:
+        """Whether this ``task`` was cancelled by its deadline (its CancelledError is
+        then ours to answer, after ``task.uncancel()``)."""
+        return task in self._cut
+
+    def forget(self, task: asyncio.Task[Any]) -> None:
+        """Stop watching ``task`` (whether or not it was cut)."""
+        self._watched.pop(task, None)
+        self._cut.discard(task)
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        for task, deadline in self._watched.items():
+            if deadline <= now and task not in self._cut:
+                self._cut.add(task)
+                task.cancel()
+        self._timer = loop.call_later(self.tick, self._check, loop) if self._watched else None
