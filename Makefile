@@ -99,7 +99,7 @@ cluster-down: $(STAMP)
 chaos: $(STAMP) servers
 	timeout --signal=INT 600 $(BIN)/python -m deploy.chaos $(ARGS)
 
-## chaos-network: the deployment on test hosts under a seeded schedule of partitions, pauses, packet loss and kills, the history checked; at most 15 minutes, about 8 by default (make chaos-network ARGS="--duration 120 --seed 7")
+## chaos-network: the deployment on test hosts under a seeded schedule of partitions, pauses, packet loss and kills, the history checked; at most 15 minutes, about 9 by default here (make chaos-network ARGS="--duration 120 --seed 7")
 chaos-network: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m deploy.chaos_network $(ARGS)
 
