@@ -79,23 +79,29 @@ servers:
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
 	command -v pg_autoctl >/dev/null 2>&1 || missing="$$missing postgresql-15-auto-failover pg-auto-failover-cli"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
 	    >/dev/null 2>&1 || echo "Could not install$$missing (needs root and apt)."; }
 
-## cluster: the deployment on loopback: HAProxy at http://127.0.0.1:8080/v1, 3 instances, PostgreSQL with failover, Redis (make cluster ARGS="--instances 5 --environment staging")
-.PHONY: cluster cluster-down chaos
+## cluster: the deployment on loopback: HAProxy at http://127.0.0.1:8080/v1, 3 instances, PostgreSQL (monitor + 3 data nodes) with failover, Redis (make cluster ARGS="--instances 5 --environment staging"; ARGS="--hosts": every part on a test host, a network namespace of its own)
+.PHONY: cluster cluster-down chaos chaos-network
 cluster: $(STAMP) servers
-	$(BIN)/python -m deploy.cluster up $(ARGS)
+	$(BIN)/python -m deploy.cluster_command up $(ARGS)
 
-## cluster-down: stop everything make cluster started; fails if a process or port is left
+## cluster-down: stop everything make cluster started; fails if a process, port or test host (namespace) is left
 cluster-down: $(STAMP)
-	$(BIN)/python -m deploy.cluster down
+	$(BIN)/python -m deploy.cluster_command down
 
 ## chaos: faults under load through HAProxy (kill, rolling restart, failover, Redis), at most 10 minutes (make chaos ARGS="--rounds 1")
 chaos: $(STAMP) servers
 	timeout --signal=INT 600 $(BIN)/python -m deploy.chaos $(ARGS)
+
+## chaos-network: the deployment on test hosts under a seeded schedule of partitions, pauses, packet loss and kills, the history checked; at most 15 minutes, about 9 by default here (make chaos-network ARGS="--duration 120 --seed 7")
+chaos-network: $(STAMP) servers
+	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m deploy.chaos_network $(ARGS)
 
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool

@@ -6,8 +6,8 @@ were told.
 
 The faults, in order, each round: an instance is SIGKILLed and restarted; every
 instance is restarted in turn (a rolling deploy: SIGTERM, drain, start, back in
-rotation); the PostgreSQL primary is SIGKILLed with its keeper (a lost machine), the
-secondary promoted, the old primary brought back as the new secondary; Redis is
+rotation); the PostgreSQL primary is SIGKILLed with its keeper (a lost machine), a
+secondary promoted, the old primary brought back as a secondary; Redis is
 restarted. The workers use :class:`petstore.client.Client` as any caller would:
 creates with an Idempotency-Key, lists following ``rel="next"``, reads; the client
 retries on its own (connection errors, 429, 503) for about half a minute.
@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from deploy.cluster import Cluster
+from deploy.failover import NODES
 from petstore.client import Client, EventHooks, PetStatus
 from petstore.client.errors import PetstoreClientError
 
@@ -167,7 +168,7 @@ def faults(cluster: Cluster) -> list[tuple[str, Callable[[], None]]]:
     def kill_primary() -> None:
         primary = cluster.postgres.primary()
         cluster.postgres.kill_node(primary)
-        cluster.postgres.wait_for_promotion(1 - primary)
+        cluster.postgres.wait_for_promotion([i for i in range(NODES) if i != primary])
         cluster.postgres.start_node(primary)
         cluster.postgres.wait_until_replicated()
 

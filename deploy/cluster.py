@@ -1,40 +1,45 @@
-"""The whole deployment on this machine's loopback: HAProxy in front of N
-``petstore serve`` instances, PostgreSQL with automatic failover (:mod:`deploy.failover`)
-and Redis for the shared rate-limit budget, from the files in deploy/.
+"""The whole deployment on this machine: HAProxy in front of N ``petstore serve``
+instances, PostgreSQL with automatic failover (:mod:`deploy.failover`: a monitor and
+three data nodes) and Redis for the shared rate-limit budget, from the files in deploy/.
 
-    python -m deploy.cluster up [--instances 3] [--environment production] [--port 8080]
-    python -m deploy.cluster down
+    python -m deploy.cluster_command up [--hosts] [--instances 3] [--port 8080]
+    python -m deploy.cluster_command down
+
+By default every part listens on this namespace's loopback. With ``--hosts`` every
+part runs on a test host of its own (:mod:`deploy.hosts`: one network namespace each,
+joined by a bridge, addresses in one private /24, nothing routed out): ``lb`` (HAProxy),
+``app1``.. (the instances), ``monitor``, ``db1``..``db3``, ``redis``, ``ctl`` (where
+this harness talks from) and ``client1``.. (for callers).
 
 ``up`` leaves everything running and its state in ``.cluster/`` (``make cluster``);
-``down`` stops every process it started and checks that none is left and that every
-port is free (``make cluster-down``). :class:`Cluster` is also what :mod:`deploy.chaos`
-breaks: it starts, stops and kills each part.
+``down`` stops every process it started and checks that none is left, no port is
+taken and no test host remains (``make cluster-down``). :class:`Cluster` is also what
+:mod:`deploy.chaos` and :mod:`deploy.chaos_network` break.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from dotenv import dotenv_values
 
-from deploy.failover import PostgresPair
+from deploy import hosts as test_hosts
+from deploy.failover import NODES, PostgresNodes
 from deploy.processes import (
     Daemon,
     ServerUnavailableError,
     answers,
     free_port,
-    group_alive,
     kill_group,
     listening,
     program,
@@ -44,13 +49,16 @@ from deploy.processes import (
 
 HERE = Path(__file__).resolve().parent
 STATE_DIR = HERE.parent / ".cluster"
-_STATE = "state.json"
+#: What :meth:`Cluster.save` writes under the root, for ``down`` from another process.
+STATE_FILE = "state.json"
 
 
 class Cluster:
     """The topology under ``root``, ``instances`` instances with the settings of
-    ``deploy/<environment>/``, HAProxy on 127.0.0.1:``port`` (a free port when None).
-    ``overrides`` are instance settings that win over the environment file."""
+    ``deploy/<environment>/``, HAProxy on ``port`` (a free port when None). With
+    ``on_hosts`` every part runs on a test host of its own (and ``clients`` hosts for
+    callers), else on 127.0.0.1. ``overrides`` are instance settings that win over
+    the environment file."""
 
     def __init__(
         self,
@@ -60,29 +68,52 @@ class Cluster:
         environment: str = "production",
         port: int | None = None,
         overrides: dict[str, str] | None = None,
+        on_hosts: bool = False,
+        clients: int = 1,
     ) -> None:
         self.root, self.environment = root, environment
-        self.lb_port = port or free_port()
-        self.instance_ports = [free_port() for _ in range(instances)]
-        self.redis_port = free_port()
-        self.postgres = PostgresPair(
-            root, monitor_port=free_port(), node_ports=(free_port(), free_port())
-        )
+        names = ["lb", *(f"app{i + 1}" for i in range(instances)), "monitor",
+                 *(f"db{i + 1}" for i in range(NODES)), "redis", "ctl",
+                 *(f"client{i + 1}" for i in range(clients))]  # fmt: skip
+        self.hosts = test_hosts.Network(names) if on_hosts else test_hosts.Loopback(names)
+        if on_hosts:  # each on a host of its own; PostgreSQL's ports differ all the same
+            # (their Unix sockets share one /tmp)
+            self.lb_port, self.redis_port = port or 8080, 6379
+            self.instance_ports = [8001 + i for i in range(instances)]
+            pg_ports = [15431 + i for i in range(NODES + 1)]
+        else:
+            self.lb_port, self.redis_port = port or free_port(), free_port()
+            self.instance_ports = [free_port() for _ in range(instances)]
+            pg_ports = [free_port() for _ in range(NODES + 1)]
+        self.postgres = PostgresNodes(root, hosts=self.hosts, ports=pg_ports)
         self.overrides = overrides or {}
         self.instances: list[Daemon | None] = [None] * instances
         self.redis: Daemon | None = None
         self.haproxy: Daemon | None = None
 
     @property
+    def on_hosts(self) -> bool:
+        """Whether the parts run on test hosts (network namespaces)."""
+        return isinstance(self.hosts, test_hosts.Network)
+
+    @property
     def url(self) -> str:
-        """The service's base URL, through HAProxy."""
-        return f"http://127.0.0.1:{self.lb_port}/v1"
+        """The service's base URL, through HAProxy (reached from a test host, in
+        hosts mode)."""
+        return f"http://{self.hosts.addresses['lb']}:{self.lb_port}/v1"
+
+    def harness(self) -> AbstractContextManager[None]:
+        """The calling thread in the ``ctl`` host for the block (hosts mode): where
+        the harness reads the monitor and the service from."""
+        if isinstance(self.hosts, test_hosts.Network):
+            return self.hosts.entered("ctl")
+        return nullcontext()
 
     def up(self) -> str:
         """Start everything, migrate, create an API key; returns the key once every
         instance is in HAProxy's rotation. Raises ServerUnavailableError (after
         stopping what started) when a part does not come up."""
-        if listening(self.lb_port):
+        if not self.on_hosts and listening(self.lb_port):
             raise ServerUnavailableError(
                 f"port {self.lb_port} is taken: choose another with --port (make cluster "
                 'ARGS="--port 8090")'
@@ -90,21 +121,24 @@ class Cluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # the postgres user keeps its nodes under it
         (self.root / "tmp").mkdir(exist_ok=True)
+        self.hosts.up()  # cleans up after itself; refuses another run's live hosts
         try:
-            self.start_redis()
-            self.postgres.create()
-            self._write_secrets()
-            self._petstore("db", "upgrade")
-            key = self._petstore(
-                "keys", "create", "--name", "load", "--rate-limit", "100000/second"
-            )
-            for index in range(len(self.instances)):
-                self.start_instance(index)
-            self._start_haproxy()
-            self.wait_in_rotation(range(len(self.instances)))
+            with self.harness():
+                return self._start()
         except BaseException:
             self.down()
             raise
+
+    def _start(self) -> str:
+        self.start_redis()
+        self.postgres.create()
+        self._write_secrets()
+        self._petstore("db", "upgrade")
+        key = self._petstore("keys", "create", "--name", "load", "--rate-limit", "100000/second")
+        for index in range(len(self.instances)):
+            self.start_instance(index)
+        self._start_haproxy()
+        self.wait_in_rotation(range(len(self.instances)))
         self.save()
         return key.splitlines()[-1]
 
@@ -114,7 +148,7 @@ class Cluster:
         for name, value in (
             ("petstore_cursor_secret", secrets.token_urlsafe(32)),
             ("petstore_database_url", self.postgres.url),
-            ("petstore_redis_url", f"redis://127.0.0.1:{self.redis_port}/0"),
+            ("petstore_redis_url", f"redis://{self.hosts.addresses['redis']}:{self.redis_port}/0"),
         ):
             (folder / name).write_text(value + "\n")
             (folder / name).chmod(0o600)
@@ -125,7 +159,6 @@ class Cluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
         env.update(self._settings_file("petstore.env"))
         env.update(
-            PETSTORE_HOST="127.0.0.1",
             PETSTORE_WORKERS="1",
             PETSTORE_SECRETS_DIR=str(self.root / "secrets"),
             TMPDIR=str(self.root / "tmp"),  # what a killed instance leaves goes with us
@@ -140,7 +173,7 @@ class Cluster:
 
     def _petstore(self, *args: str) -> str:
         result = subprocess.run(  # noqa: S603 - our own argv
-            [sys.executable, "-m", "petstore", *args],
+            self.hosts.run_in("ctl", [sys.executable, "-m", "petstore", *args]),
             env=self.instance_env(),
             capture_output=True,
             text=True,
@@ -152,12 +185,14 @@ class Cluster:
 
     def start_redis(self) -> None:
         """Start Redis on its port with deploy/redis/redis.conf (nothing on disk)."""
+        address = self.hosts.addresses["redis"]
         self.redis = Daemon(
-            [program("redis-server", package="redis-server"), str(HERE / "redis" / "redis.conf"),
-             "--bind", "127.0.0.1", "--port", str(self.redis_port)],
+            self.hosts.run_in("redis", [
+                program("redis-server", package="redis-server"), str(HERE / "redis" / "redis.conf"),
+                "--bind", address, "--port", str(self.redis_port)]),
             log=self.root / "redis.log",
         )  # fmt: skip
-        wait_for(lambda: listening(self.redis_port), what="Redis")
+        wait_for(lambda: _accepts(address, self.redis_port), what="Redis")
 
     def stop_redis(self) -> None:
         if self.redis is not None:
@@ -167,13 +202,13 @@ class Cluster:
     def start_instance(self, index: int) -> None:
         """Start instance ``index`` (``petstore serve`` on its port); returns once it
         answers ``/readyz``."""
-        port = self.instance_ports[index]
+        port, address = self.instance_ports[index], self.hosts.addresses[f"app{index + 1}"]
         self.instances[index] = start(
-            [sys.executable, "-m", "petstore", "serve"],
-            ready=lambda: answers(port, "/readyz"),
+            self.hosts.run_in(f"app{index + 1}", [sys.executable, "-m", "petstore", "serve"]),
+            ready=lambda: answers(port, "/readyz", host=address),
             what=f"instance {index + 1}",
             log=self.root / f"instance{index + 1}.log",
-            env={**self.instance_env(), "PETSTORE_PORT": str(port)},
+            env={**self.instance_env(), "PETSTORE_PORT": str(port), "PETSTORE_HOST": address},
         )
 
     def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> None:
@@ -191,20 +226,23 @@ class Cluster:
     def _start_haproxy(self) -> None:
         config = self.root / "haproxy.cfg"
         servers = "".join(
-            f"    server i{i + 1} 127.0.0.1:{port}\n" for i, port in enumerate(self.instance_ports)
+            f"    server i{i + 1} {self.hosts.addresses[f'app{i + 1}']}:{port}\n"
+            for i, port in enumerate(self.instance_ports)
         )
         config.write_text((HERE / "haproxy.cfg").read_text() + servers)
         env = {**os.environ, **self._settings_file("haproxy.env")}
         env.update(
-            PETSTORE_LB_BIND=f"127.0.0.1:{self.lb_port}",
+            PETSTORE_LB_BIND=f"{self.hosts.addresses['lb']}:{self.lb_port}",
             PETSTORE_LB_STATS_SOCKET=str(self.root / "haproxy.sock"),
             PETSTORE_LB_MAXCONN="2000",  # within this machine's open-files limit
         )
         haproxy = program("haproxy", package="haproxy")
         self.haproxy = Daemon(
-            [haproxy, "-W", "-db", "-f", str(config)], log=self.root / "haproxy.log", env=env
+            self.hosts.run_in("lb", [haproxy, "-W", "-db", "-f", str(config)]),
+            log=self.root / "haproxy.log",
+            env=env,
         )
-        wait_for(lambda: listening(self.lb_port), what="HAProxy")
+        wait_for(lambda: _accepts(self.hosts.addresses["lb"], self.lb_port), what="HAProxy")
 
     def lb_command(self, command: str) -> str:
         """HAProxy's answer to one runtime-API ``command`` (``show stat``, ``set
@@ -242,76 +280,34 @@ class Cluster:
 
     def save(self) -> None:
         """Record what runs, for ``down`` from another process."""
-        state = {"groups": [d.pid for d in self.daemons()], "ports": self.ports()}
-        (self.root / _STATE).write_text(json.dumps(state))
+        state = {
+            "groups": [d.pid for d in self.daemons()],
+            "ports": [] if self.on_hosts else self.ports(),
+            "hosts": self.on_hosts,
+        }
+        (self.root / STATE_FILE).write_text(json.dumps(state))
 
     def down(self) -> None:
-        """Stop everything: SIGTERM to all at once, then up to 10 s for each to end
-        (HAProxy and the instances first, the database last)."""
+        """Stop everything: SIGCONT and SIGTERM to all at once, then up to 10 s for each
+        to end (HAProxy and the instances first, the database last); then remove the
+        test hosts."""
         daemons = self.daemons()
         for daemon in daemons:
+            kill_group(daemon.pid, signal.SIGCONT)  # a paused part could not end
             daemon.signal(signal.SIGTERM)
         deadline = time.monotonic() + 10
         for daemon in daemons:
             daemon.reap(deadline - time.monotonic())
         self.instances = [None] * len(self.instances)
         self.haproxy = self.redis = self.postgres.monitor = None
-        self.postgres.nodes = [None, None]
+        self.postgres.nodes = [None] * NODES
+        self.hosts.down()
 
 
-def down(root: Path) -> list[str]:
-    """Stop what a ``python -m deploy.cluster up`` started under ``root`` and delete
-    it; returns what is still alive or listening afterwards (nothing, normally)."""
-    state = json.loads((root / _STATE).read_text())
-    for pgid in state["groups"]:
-        kill_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(group_alive(g) for g in state["groups"]):
-        time.sleep(0.1)
-    for pgid in state["groups"]:
-        kill_group(pgid, signal.SIGKILL)
-    time.sleep(0.2)
-    shutil.rmtree(root, ignore_errors=True)
-    left = [f"process group {g}" for g in state["groups"] if group_alive(g)]
-    return left + [f"port {p}" for p in state["ports"] if listening(p)]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``up`` or ``down``; exit 0 on success, 1 when something failed or was left."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.cluster", description=__doc__)
-    parser.add_argument("command", choices=["up", "down"])
-    parser.add_argument("--instances", type=int, default=3)
-    parser.add_argument("--environment", choices=["production", "staging"], default="production")
-    parser.add_argument("--port", type=int, default=8080, help="HAProxy's port on 127.0.0.1")
-    args = parser.parse_args(argv)
-    if args.command == "down":
-        if not (STATE_DIR / _STATE).exists():
-            print("No cluster is running (no .cluster/state.json).")
-            return 0
-        left = down(STATE_DIR)
-        print("Cluster stopped; no process or port left." if not left else f"Left: {left}")
-        return 1 if left else 0
-    if (STATE_DIR / _STATE).exists():
-        print("A cluster is already running: make cluster-down first.", file=sys.stderr)
-        return 1
-    cluster = Cluster(
-        STATE_DIR, instances=args.instances, environment=args.environment, port=args.port
-    )
+def _accepts(address: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``address``:``port`` within 1 s."""
     try:
-        key = cluster.up()
-    except ServerUnavailableError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"Petstore ({args.environment}) at {cluster.url}: HAProxy in front of "
-        f"{args.instances} instances, PostgreSQL primary + synchronous secondary "
-        f"(pg_auto_failover), Redis. Logs in {STATE_DIR}/."
-    )
-    print(f"API key (shown once): {key}")
-    print(f'  curl -H "Authorization: Bearer {key}" {cluster.url}/pets')
-    print("Stop everything with: make cluster-down")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False

@@ -1,14 +1,19 @@
-"""PostgreSQL with automatic failover, from Debian's pg_auto_failover: a monitor, a
-primary and a synchronous secondary, each on a loopback port.
+"""PostgreSQL with automatic failover, from Debian's pg_auto_failover: a monitor and
+three data nodes, a primary and two secondaries (D26).
 
-The settings that decide how fast a lost node is replaced are the deployment's own
-files, deploy/postgres/monitor.conf and deploy/postgres/keeper.conf. The service
-reaches the pair through :attr:`PostgresPair.url`, a libpq multi-host URL with
-``target_session_attrs=read-write``: libpq tries the nodes in turn and keeps the one
-that accepts writes, so an instance follows a promotion by itself.
+The formation has ``number_sync_standbys = 1``: a commit returns once one secondary
+has it, so a 201 is on two hosts; with two secondaries, losing any one host still
+leaves a synchronous one, and either secondary can be promoted (both have candidate
+priority 50 and take part in the write quorum). The settings that decide how fast a
+lost node is replaced are deploy/postgres/monitor.conf and deploy/postgres/keeper.conf.
+The service reaches the nodes through :attr:`PostgresNodes.url`, a libpq multi-host
+URL with ``target_session_attrs=read-write``, TCP keepalives and ``tcp_user_timeout``
+(D25): libpq keeps the node that accepts writes, so an instance follows a promotion,
+and a connection to a vanished host is found dead within seconds.
 
-Every node runs ``pg_autoctl run`` as a :class:`~deploy.processes.Daemon` (its
-PostgreSQL is in the same process group), as the ``postgres`` user when we are root.
+Each part runs on its host (:mod:`deploy.hosts`): ``pg_autoctl run`` as a
+:class:`~deploy.processes.Daemon` (its PostgreSQL in the same process group), as the
+``postgres`` user when we are root.
 """
 
 from __future__ import annotations
@@ -16,51 +21,62 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from deploy.processes import (
-    Daemon,
-    ServerUnavailableError,
-    give_to_postgres,
-    postgres_user,
-    program,
-    wait_for,
-)
+from deploy.hosts import Hosts
+from deploy.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
 HERE = Path(__file__).resolve().parent
 DATABASE = "petstore"
+NODES = 3
 _PACKAGE = "pg-auto-failover-cli and postgresql-15-auto-failover"
+#: libpq's bounds on an instance's connections (D25): a dead peer is found within
+#: tcp_user_timeout (data unacknowledged) or keepalives_idle + 3 * interval (idle).
+CONNECTION_BOUNDS = (
+    "connect_timeout=2&keepalives=1&keepalives_idle=5&keepalives_interval=1"
+    "&keepalives_count=3&tcp_user_timeout=5000"
+)
 
 
-class PostgresPair:
-    """The monitor and two nodes under ``root`` on the given loopback ports; nothing
-    runs until :meth:`create`. ``nodes[i]`` is None while node ``i`` is down."""
+class PostgresNodes:
+    """The monitor (host ``monitor``) and :data:`NODES` data nodes (hosts ``db1``..)
+    under ``root``; ``ports`` are the monitor's then each node's. Nothing runs until
+    :meth:`create`. ``nodes[i]`` is None while node ``i`` is down."""
 
-    def __init__(self, root: Path, *, monitor_port: int, node_ports: tuple[int, int]) -> None:
-        self.root, self.monitor_port, self.node_ports = root, monitor_port, node_ports
+    def __init__(self, root: Path, *, hosts: Hosts, ports: list[int]) -> None:
+        self.root, self.hosts = root, hosts
+        self.monitor_port, self.node_ports = ports[0], ports[1 : NODES + 1]
         self.monitor: Daemon | None = None
-        self.nodes: list[Daemon | None] = [None, None]
+        self.nodes: list[Daemon | None] = [None] * NODES
         self.pg_autoctl = program("pg_autoctl", package=_PACKAGE)
         # Resolved: pg_autoctl looks for PostgreSQL's other programs next to pg_ctl.
         self.pg_ctl = os.path.realpath(program("pg_ctl", package="postgresql"))
 
+    def address(self, index: int) -> str:
+        """Node ``index``'s host address."""
+        return self.hosts.addresses[f"db{index + 1}"]
+
     @property
     def url(self) -> str:
-        """The service's URL: both nodes, the one that accepts writes wins."""
-        hosts = ",".join(f"127.0.0.1:{port}" for port in self.node_ports)
+        """The service's URL: every node, the one that accepts writes wins."""
+        nodes = ",".join(f"{self.address(i)}:{port}" for i, port in enumerate(self.node_ports))
         return (
-            f"postgresql://postgres@{hosts}/{DATABASE}"
-            "?target_session_attrs=read-write&connect_timeout=2"
+            f"postgresql://postgres@{nodes}/{DATABASE}"
+            f"?target_session_attrs=read-write&{CONNECTION_BOUNDS}"
         )
 
     @property
     def monitor_url(self) -> str:
         """The monitor's database, for reading the nodes' states."""
-        return f"postgresql://postgres@127.0.0.1:{self.monitor_port}/pg_auto_failover"
+        address = self.hosts.addresses["monitor"]
+        return f"postgresql://postgres@{address}:{self.monitor_port}/pg_auto_failover"
+
+    def node_url(self, index: int) -> str:
+        """Node ``index``'s own database, whatever its role."""
+        return f"postgresql://postgres@{self.address(index)}:{self.node_ports[index]}/{DATABASE}"
 
     def _env(self) -> dict[str, str]:
         state = self.root / "pg"
@@ -72,76 +88,91 @@ class PostgresPair:
             "PG_CONFIG": program("pg_config", package="postgresql"),
         }
 
-    def _autoctl(self, *args: str) -> None:
+    def _autoctl(self, host: str, *args: str) -> None:
+        argv = self.hosts.run_in(host, [self.pg_autoctl, *args], user=self.hosts.postgres)
         result = subprocess.run(  # noqa: S603 - our own argv
-            [self.pg_autoctl, *args],
-            env=self._env(),
-            user=postgres_user(),
-            capture_output=True,
-            text=True,
-            check=False,
+            argv, env=self._env(), capture_output=True, text=True, check=False
         )
         if result.returncode != 0:
             raise ServerUnavailableError(f"pg_autoctl {args[0]} {args[1]}: {result.stderr}")
 
-    def _run(self, name: str) -> Daemon:
+    def _run(self, host: str, name: str) -> Daemon:
+        argv = [self.pg_autoctl, "run", "--pgdata", str(self.root / "pg" / name)]
         return Daemon(
-            [self.pg_autoctl, "run", "--pgdata", str(self.root / "pg" / name)],
+            self.hosts.run_in(host, argv, user=self.hosts.postgres),
             log=self.root / f"{name}.log",
             env=self._env(),
-            user=postgres_user(),
         )
+
+    def _trust_the_hosts(self, pgdata: Path) -> None:
+        """Let every test host in (the instances, the harness, the other nodes)."""
+        with (pgdata / "pg_hba.conf").open("a") as out:
+            out.write(f"host all all {self.hosts.cidr} trust\n")
+            out.write(f"host replication all {self.hosts.cidr} trust\n")
 
     def create(self) -> None:
         """Create and start the monitor, then the nodes; returns once node 0 is the
-        primary and node 1 its synchronous secondary. Raises ServerUnavailableError."""
+        primary, the others its secondaries, and the formation has
+        ``number_sync_standbys = 1``. Raises ServerUnavailableError."""
         state = self.root / "pg"
         state.mkdir(parents=True)
         give_to_postgres(state)
         pgdata = state / "monitor"
+        address = self.hosts.addresses["monitor"]
         self._autoctl(
-            "create", "monitor", "--pgdata", str(pgdata), "--pgport", str(self.monitor_port),
-            "--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl", "--pgctl", self.pg_ctl,
+            "monitor", "create", "monitor", "--pgdata", str(pgdata),
+            "--pgport", str(self.monitor_port), "--hostname", address, "--auth", "trust",
+            "--no-ssl", "--pgctl", self.pg_ctl,
         )  # fmt: skip
         self._autoctl(
-            "config", "set", "--pgdata", str(pgdata), "postgresql.listen_addresses", "127.0.0.1"
-        )
+            "monitor", "config", "set", "--pgdata", str(pgdata),
+            "postgresql.listen_addresses", address,
+        )  # fmt: skip
         conf = pgdata / "petstore-monitor.conf"
         shutil.copyfile(HERE / "postgres" / "monitor.conf", conf)
         give_to_postgres(conf)
         with (pgdata / "postgresql.conf").open("a") as out:
             out.write("include 'petstore-monitor.conf'\n")
-        self.monitor = self._run("monitor")
+        self._trust_the_hosts(pgdata)
+        self.monitor = self._run("monitor", "monitor")
         wait_for(self._monitor_answers, what="the pg_auto_failover monitor")
-        for index in (0, 1):
+        for index in range(NODES):
             self._create_node(index)
             self.start_node(index)
-            wait_for(partial(self._registered, f"node{index + 1}"), what=f"node{index + 1}")
-        self.wait_until_replicated(seconds=60)
+            name = f"node{index + 1}"
+            wait_for(lambda: name in self.states(), what=name)  # noqa: B023 - called at once
+            if index == 0:
+                wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
+        self.wait_until_replicated(seconds=120)
+        self._autoctl(
+            "db1", "set", "formation", "number-sync-standbys", "--pgdata",
+            str(state / "node1"), "1",
+        )  # fmt: skip
 
     def _create_node(self, index: int) -> None:
-        name = f"node{index + 1}"
-        pgdata = str(self.root / "pg" / name)
-        monitor = f"postgres://autoctl_node@127.0.0.1:{self.monitor_port}/pg_auto_failover"
+        name, host = f"node{index + 1}", f"db{index + 1}"
+        pgdata = self.root / "pg" / name
+        monitor = self.monitor_url.replace("postgres@", "autoctl_node@")
         self._autoctl(
-            "create", "postgres", "--pgdata", pgdata, "--pgport", str(self.node_ports[index]),
-            "--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--name", name,
-            "--dbname", DATABASE, "--auth", "trust", "--no-ssl", "--pgctl", self.pg_ctl,
+            host, "create", "postgres", "--pgdata", str(pgdata),
+            "--pgport", str(self.node_ports[index]), "--hostname", self.address(index),
+            "--listen", self.address(index), "--name", name, "--dbname", DATABASE,
+            "--auth", "trust", "--no-ssl", "--pgctl", self.pg_ctl,
+            "--candidate-priority", "50", "--replication-quorum", "true",
             "--monitor", f"{monitor}?sslmode=disable",
         )  # fmt: skip
+        self._trust_the_hosts(pgdata)
         for line in (HERE / "postgres" / "keeper.conf").read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 key, value = (part.strip() for part in line.split("=", 1))
-                self._autoctl("config", "set", "--pgdata", pgdata, key, value)
-
-    def _registered(self, name: str) -> bool:
-        return name in self.states()
+                self._autoctl(host, "config", "set", "--pgdata", str(pgdata), key, value)
 
     def _monitor_answers(self) -> bool:
         return _ask(self.monitor_url, "SELECT 1") is not None
 
     def states(self) -> dict[str, tuple[str, str]]:
-        """Each node's (reported, assigned) state as the monitor sees it."""
+        """Each node's (reported, assigned) state as the monitor sees it; raises
+        psycopg.Error when the monitor does not answer within 2 s."""
         with psycopg.connect(self.monitor_url, connect_timeout=2) as connection:
             rows = connection.execute(
                 "SELECT nodename, reportedstate::text, goalstate::text FROM pgautofailover.node"
@@ -149,41 +180,60 @@ class PostgresPair:
         return {name: (reported, goal) for name, reported, goal in rows}
 
     def primary(self) -> int:
-        """The index of the node the monitor has as primary (or promoting)."""
-        for name, (_, goal) in self.states().items():
+        """The index of the node the monitor has as primary (or promoting); raises
+        ServerUnavailableError when there is none."""
+        for name, (_, goal) in sorted(self.states().items()):
             if goal in ("primary", "wait_primary", "single"):
                 return int(name.removeprefix("node")) - 1
         raise ServerUnavailableError("no primary")
 
+    def replicated(self) -> bool:
+        """Whether one node is primary and every other its secondary, all settled."""
+        try:
+            states = sorted(self.states().values())
+        except psycopg.Error:
+            return False
+        return states == [("primary", "primary")] + [("secondary", "secondary")] * (NODES - 1)
+
     def wait_until_replicated(self, *, seconds: float = 60) -> None:
-        """Wait until one node is primary and the other its secondary, both settled."""
-        wanted = {("primary", "primary"), ("secondary", "secondary")}
-        wait_for(
-            lambda: set(self.states().values()) == wanted,
-            what="a primary with its synchronous secondary",
-            seconds=seconds,
-        )
+        """Wait until :meth:`replicated`; raises ServerUnavailableError after ``seconds``."""
+        wait_for(self.replicated, what="a primary with its secondaries", seconds=seconds)
 
-    def wait_for_promotion(self, index: int, *, seconds: float = 60) -> None:
-        """Wait until node ``index`` accepts writes (the monitor promoted it)."""
+    def writable(self, index: int) -> bool:
+        """Whether node ``index`` answers within a second and accepts writes."""
+        row = _ask(self.node_url(index), "SELECT pg_is_in_recovery()")
+        return row is not None and not row[0]
 
-        def writable() -> bool:
-            url = f"postgresql://postgres@127.0.0.1:{self.node_ports[index]}/{DATABASE}"
-            row = _ask(url, "SELECT pg_is_in_recovery()")
-            return row is not None and not row[0]
+    def wait_for_promotion(self, among: list[int], *, seconds: float = 60) -> int:
+        """Wait until one of the nodes ``among`` accepts writes; returns its index."""
+        promoted: list[int] = []
 
-        wait_for(writable, what=f"the promotion of node{index + 1}", seconds=seconds)
+        def one() -> bool:
+            promoted[:] = [i for i in among if self.writable(i)]
+            return bool(promoted)
+
+        wait_for(one, what="a promotion", seconds=seconds)
+        return promoted[0]
 
     def start_node(self, index: int) -> None:
         """Start node ``index``'s keeper (and so its PostgreSQL)."""
-        self.nodes[index] = self._run(f"node{index + 1}")
+        self.nodes[index] = self._run(f"db{index + 1}", f"node{index + 1}")
 
     def kill_node(self, index: int) -> None:
-        """SIGKILL node ``index``'s keeper and PostgreSQL at once: a lost machine."""
+        """SIGKILL node ``index``'s keeper and PostgreSQL at once: a lost host."""
         node = self.nodes[index]
         if node is not None:
             node.kill()
         self.nodes[index] = None
+
+    def postgres_pid(self, index: int) -> int | None:
+        """The postmaster's process id of node ``index`` (from postmaster.pid)."""
+        try:
+            return int(
+                (self.root / "pg" / f"node{index + 1}" / "postmaster.pid").read_text().split()[0]
+            )
+        except (OSError, ValueError, IndexError):
+            return None
 
     def daemons(self) -> list[Daemon]:
         """Everything running: the monitor and the nodes that are up."""

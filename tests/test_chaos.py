@@ -2,9 +2,9 @@
 ``make chaos`` (one of each fault), and ``make cluster-down`` leaving nothing.
 
 HAProxy in front of two instances, PostgreSQL with pg_auto_failover (a primary and
-a synchronous secondary) and Redis, all started from Debian's binaries. The workers
-use petstore.client with its own retries; the run must lose, duplicate and fail
-nothing.
+two secondaries, number_sync_standbys = 1, D26) and Redis, all started from Debian's
+binaries. The workers use petstore.client with its own retries; the run must lose,
+duplicate and fail nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
-from deploy import chaos, cluster, processes
+from deploy import chaos, cluster, cluster_command, processes
 
 
 @pytest.fixture
@@ -71,6 +72,15 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         assert response.json() == []
         assert topology.lb_states() == {"i1": "UP", "i2": "UP"}
         assert topology.postgres.primary() == 0
+        # D26: three data nodes, a commit waits for one of the two secondaries.
+        assert topology.postgres.replicated()
+        assert sorted(topology.postgres.states()) == ["node1", "node2", "node3"]
+        cluster.wait_for(
+            lambda: _synchronous_standbys(topology.postgres.node_url(0)).startswith("ANY 1 ("),
+            what="number_sync_standbys = 1 applied",
+        )
+        standbys = _synchronous_standbys(topology.postgres.node_url(0))
+        assert standbys.count("pgautofailover_standby_") == 2
         for name in ("i1", "i2"):  # no instance in rotation: HAProxy's own answer
             topology.lb_command(f"set server petstore/{name} state maint")
         refused = httpx.get(f"{topology.url}/pets")
@@ -86,13 +96,20 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         assert refused.headers["x-request-id"]
         groups, ports = [d.pid for d in topology.daemons()], topology.ports()
     finally:
-        left = cluster.down(root)
+        left = cluster_command.down(root)
     assert left == []
     for daemon in topology.daemons():
         assert daemon.process.wait(5) is not None
     assert not root.exists()
     assert all(not processes.group_alive(group) for group in groups)
     assert not any(cluster.listening(port) for port in ports)
+
+
+def _synchronous_standbys(url: str) -> str:
+    with psycopg.connect(url, connect_timeout=2) as connection:
+        row = connection.execute("SHOW synchronous_standby_names").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def test_the_check_counts_what_was_lost_duplicated_or_failed() -> None:

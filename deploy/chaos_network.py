@@ -1,0 +1,202 @@
+"""``make chaos-network``: the deployment on test hosts (one network namespace per
+part, :mod:`deploy.hosts`), client workers each on a host of its own running
+:class:`petstore.client.Client` through HAProxy, while a seeded random schedule of
+faults (:mod:`deploy.faults`) cuts links, drops packets, pauses and kills; every
+operation is recorded and the history checked (:mod:`deploy.history`).
+
+    python -m deploy.chaos_network [--duration 420] [--seed N] [--workers 8] [--kinds all]
+
+The seed is printed first: the same seed replays the same schedule (which faults,
+in which order, their victims and lengths). It prints a table per fault kind and, as
+the last line (one line, wrapped here)::
+
+    chaos-network: operations N, acknowledged A, faults F of K kinds, lost L,
+    duplicated D, stale S, skipped P, failed X
+
+Exit status 0 when lost, duplicated, stale, skipped, ids reused or not increasing,
+and failed are all 0. Everything it started (processes, namespaces) is removed when it
+ends, on an error or a signal (SIGINT, SIGTERM) too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from deploy import faults as chaos_faults
+from deploy import workload
+from deploy.chaos import client
+from deploy.cluster import Cluster
+from deploy.history import Op, Pet, Window, check, unavailability
+from deploy.processes import ServerUnavailableError
+
+
+def run(
+    root: Path, *, seed: int, duration: float, workers: int, kinds: list[str], hold: float,
+    settle: float, instances: int = 3, out: Any = sys.stdout,
+) -> dict[str, int]:  # fmt: skip
+    """Bring the deployment up on test hosts under ``root``, run the schedule for
+    about ``duration`` seconds (at least one of each of ``kinds``), heal, check,
+    print the tables and the last line; returns the counts. Removes everything."""
+    warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
+    rng = random.Random(seed)
+    print(f"chaos-network seed {seed}: replay with --seed {seed}", file=out, flush=True)
+    cluster = Cluster(root, instances=instances, on_hosts=True, clients=workers)
+    windows: list[Window] = []
+    notes: list[str] = []
+    try:
+        began = time.monotonic()
+        key = cluster.up()
+        print(f"Test hosts up in {time.monotonic() - began:.1f} s: {cluster.url}", file=out)
+        with cluster.harness():
+            with workload.load(cluster, key, workers) as book:
+                broken = _inject(cluster, rng, kinds, duration, hold, settle, windows, notes, out)
+            if not broken:  # every worker has stopped: the final state is final
+                stored = _stored(cluster, key)
+        if broken:
+            print(f"The deployment did not recover: {broken}", file=out)
+            _keep_logs(root, out)
+            return {"broken": 1}
+    finally:
+        cluster.down()
+    for note in notes:
+        print(f"  broken promise: {note}", file=out)
+    counts = report(book.ops, windows, stored, out=out)
+    return {**counts, "broken": len(notes)}
+
+
+def _keep_logs(root: Path, out: Any) -> None:
+    """Copy the parts' logs out of ``root`` (removed at the end) for a post-mortem."""
+    kept = Path(tempfile.mkdtemp(prefix="petstore-chaos-network-logs-"))
+    for log in root.glob("*.log"):
+        shutil.copy(log, kept / log.name)
+    print(f"  logs kept in {kept}", file=out)
+
+
+def _inject(
+    cluster: Cluster, rng: random.Random, kinds: list[str], duration: float, hold: float,
+    settle: float, windows: list[Window], notes: list[str], out: Any,
+) -> str:  # fmt: skip
+    """Run the schedule; returns "" or what did not recover."""
+    table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes)
+    deadline = time.monotonic() + duration
+    began = time.monotonic()
+    time.sleep(settle)
+    windows.append(Window("no fault (baseline)", began, time.monotonic()))
+    for n, kind in enumerate(chaos_faults.schedule(rng, kinds)):
+        if n >= len(kinds) and time.monotonic() > deadline:
+            return ""
+        began = time.monotonic()
+        print(f"  {began:.0f} fault {n + 1}: {kind}", file=out, flush=True)
+        try:
+            table[kind]()
+        except (ServerUnavailableError, OSError) as exc:
+            return f"{kind}: {exc}"
+        time.sleep(settle)
+        windows.append(Window(kind, began, time.monotonic()))
+    return ""
+
+
+def _stored(cluster: Cluster, key: str) -> list[Pet]:
+    """Every animal of the final state, read through HAProxy after healing."""
+    with client(cluster.url, key) as api:
+        return [(p.id, p.name, p.category_id, str(p.status)) for p in api.iter_pets(limit=100)]
+
+
+def report(
+    ops: list[Op], windows: list[Window], stored: list[Pet], *, out: Any = sys.stdout
+) -> dict[str, int]:
+    """Print a row per fault kind, the anomalies found, and the last line; returns
+    the counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, then the
+    checker's, :meth:`deploy.history.Verdict.counts`)."""
+    verdict = check(ops, stored)
+    gaps = unavailability(ops, windows)
+    print(
+        "\n| fault | times | operations | failed | longest without a create (s) "
+        "| longest without a read (s) | p99 (ms) |\n|---|---|---|---|---|---|---|",
+        file=out,
+    )
+    for kind, gap in gaps.items():
+        mine = [w for w in windows if w.kind == kind]
+        done = [op for op in ops if any(w.started <= op.ended < w.ended for w in mine)]
+        durations = sorted(op.ended - op.started for op in done)
+        p99 = durations[int(0.99 * (len(durations) - 1))] * 1000 if durations else 0.0
+        failed = sum(op.outcome != "ok" for op in done)
+        print(
+            f"| {kind} | {len(mine)} | {len(done)} | {failed} | {gap[0]:.1f} | {gap[1]:.1f} "
+            f"| {p99:.0f} |",
+            file=out,
+        )
+    counts = verdict.counts()
+    for name in counts:
+        for line in getattr(verdict, name)[:5]:
+            print(f"  {name}: {line}", file=out)
+    acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
+    faults = [w for w in windows if w.kind != "no fault (baseline)"]
+    print(
+        f"chaos-network: operations {len(ops)}, acknowledged {acknowledged}, "
+        f"faults {len(faults)} of {len({w.kind for w in faults})} kinds, "
+        f"lost {counts['lost']}, duplicated {counts['duplicated']}, stale {counts['stale']}, "
+        f"skipped {counts['skipped']}, failed {counts['failed']}",
+        file=out,
+    )
+    return {
+        "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
+        "kinds": len({w.kind for w in faults}), **counts,
+    }  # fmt: skip
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line of ``make chaos-network``; exit 0 when the checker found
+    nothing, 1 otherwise, 2 when the deployment did not come up or recover."""
+    parser = argparse.ArgumentParser(prog="python -m deploy.chaos_network", description=__doc__)
+    parser.add_argument("--duration", type=float, default=420, help="seconds of faults")
+    parser.add_argument("--seed", type=int, default=None, help="the schedule's seed")
+    parser.add_argument("--workers", type=int, default=8, help="client hosts, one worker each")
+    parser.add_argument("--instances", type=int, default=3)
+    parser.add_argument("--hold", type=float, default=8.0, help="seconds a partition lasts")
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds after each fault")
+    parser.add_argument(
+        "--kinds", default="all",
+        help="all, partitions (those that cut links), or fault kinds separated by commas",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+    named = {"all": chaos_faults.KINDS, "partitions": chaos_faults.PARTITIONS}
+    kinds = list(named.get(args.kinds) or args.kinds.split(","))
+    if unknown := set(kinds) - set(chaos_faults.KINDS):
+        parser.error(f"unknown fault kinds {sorted(unknown)}; the kinds: {chaos_faults.KINDS}")
+    signal.signal(signal.SIGTERM, _interrupt)
+    with tempfile.TemporaryDirectory(prefix="petstore-chaos-network-") as folder:
+        try:
+            counts = run(
+                Path(folder), seed=seed, duration=args.duration, workers=args.workers,
+                kinds=kinds, hold=args.hold, settle=args.settle, instances=args.instances,
+            )  # fmt: skip
+        except ServerUnavailableError as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("Interrupted: every process and test host it started is gone.", file=sys.stderr)
+            return 130
+    if counts["broken"] and "operations" not in counts:
+        return 2
+    bad = ("lost", "duplicated", "stale", "skipped", "reused", "not_increasing", "failed", "broken")
+    return 1 if any(counts[name] for name in bad) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The faults of ``make chaos-network`` (:mod:`deploy.chaos_network`), each a kind
+name and what breaks the deployment of a :class:`~deploy.cluster.Cluster` on test
+hosts and repairs it again. A fault returns once the deployment is whole again (every
+data node replicating, every instance in HAProxy's rotation); raises
+ServerUnavailableError when it does not become whole in time.
+
+Partitions are iptables drop rules inside the test hosts (:mod:`deploy.hosts`); a
+pause is SIGSTOP, then SIGCONT; a lost host is SIGKILL of every process of it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from pathlib import Path
+
+from deploy.cluster import Cluster
+from deploy.failover import NODES
+from deploy.hosts import Network
+from deploy.processes import kill_group
+
+#: The kinds that cut links (a partition or lost packets): the short run's set.
+PARTITIONS = (
+    "instance cut from the database",
+    "primary isolated from monitor and secondaries",
+    "secondary cut off and primary killed",
+    "Redis cut off",
+    "packets lost between instances and database",
+)
+#: Every kind, in the order of the issue.
+KINDS = (
+    *PARTITIONS,
+    "instance paused",
+    "primary's PostgreSQL paused",
+    "data node host lost",
+    "instance killed",
+    "rolling restart",
+    "Redis restarted",
+    "both secondaries cut off and primary lost",
+)
+
+Fault = Callable[[], None]
+
+
+def faults(
+    cluster: Cluster, rng: random.Random, *, hold: float, notes: list[str]
+) -> dict[str, Fault]:
+    """Each kind's fault on ``cluster`` (on test hosts), choosing its victim and
+    lengths from ``rng``; a partition lasts about ``hold`` seconds. What a fault saw
+    that breaks a promise of the deployment is appended to ``notes``."""
+    net, pg = cluster.hosts, cluster.postgres
+    assert isinstance(net, Network)
+    apps = [f"app{i + 1}" for i in range(len(cluster.instances))]
+    dbs = [f"db{i + 1}" for i in range(NODES)]
+
+    def whole() -> None:
+        net.heal()
+        for index, daemon in enumerate(cluster.instances):
+            if daemon is None:
+                cluster.start_instance(index)
+        for index, node in enumerate(pg.nodes):
+            if node is None:
+                pg.start_node(index)
+        pg.wait_until_replicated(seconds=180)
+        cluster.wait_in_rotation(range(len(apps)), seconds=60)
+
+    def cut_instance() -> None:
+        net.cut([rng.choice(apps)], [*dbs, "monitor"])
+        time.sleep(hold)
+        whole()
+
+    def isolate_primary() -> None:
+        primary = pg.primary()
+        others = [i for i in range(NODES) if i != primary]
+        net.cut([dbs[primary]], ["monitor", *(dbs[i] for i in others)])
+        pg.wait_for_promotion(others, seconds=90)
+        time.sleep(hold / 2)
+        whole()
+
+    def secondary_then_primary() -> None:
+        # Two data nodes out: the third may lack a commit the cut one acknowledged,
+        # so the monitor must not promote it (D26): no primary until the cut heals.
+        primary = pg.primary()
+        secondary, third = rng.sample([i for i in range(NODES) if i != primary], 2)
+        net.cut([dbs[secondary]], [h for h in net.names if h != dbs[secondary]])
+        time.sleep(1)
+        pg.kill_node(primary)
+        time.sleep(hold)
+        if pg.writable(third):
+            notes.append(f"node{third + 1} was promoted with two data nodes out")
+        whole()
+
+    def both_secondaries_then_primary() -> None:
+        # D26: with one data node reachable no create may be acknowledged, so losing
+        # that node afterwards must lose nothing acknowledged.
+        primary = pg.primary()
+        net.cut([dbs[primary]], [dbs[i] for i in range(NODES) if i != primary])
+        time.sleep(hold * 1.5)  # longer than an instance's statement timeout
+        pg.kill_node(primary)
+        net.heal()
+        pg.wait_for_promotion([i for i in range(NODES) if i != primary], seconds=90)
+        whole()
+
+    def cut_redis() -> None:
+        net.cut(["redis"], apps)
+        time.sleep(hold)
+        whole()
+
+    def lose_packets() -> None:
+        net.cut(apps, dbs, probability=rng.uniform(0.2, 0.5))
+        time.sleep(hold * 2)
+        whole()
+
+    def pause_instance() -> None:
+        daemon = cluster.instances[rng.randrange(len(apps))]
+        assert daemon is not None
+        kill_group(daemon.pid, signal.SIGSTOP)
+        time.sleep(rng.uniform(3, 6))  # HAProxy: checks every 1 s, out after 2
+        kill_group(daemon.pid, signal.SIGCONT)
+        whole()
+
+    def pause_primary() -> None:
+        pids = _postgres_processes(pg.postgres_pid(pg.primary()))
+        for pid in pids:
+            _signal(pid, signal.SIGSTOP)
+        time.sleep(rng.uniform(10, 30))
+        for pid in pids:
+            _signal(pid, signal.SIGCONT)
+        whole()
+
+    def lose_node() -> None:
+        pg.kill_node(rng.randrange(NODES))
+        time.sleep(3)
+        whole()
+
+    def kill_instance() -> None:
+        cluster.stop_instance(rng.randrange(len(apps)), signal.SIGKILL)
+        time.sleep(2)
+        whole()
+
+    def rolling_restart() -> None:
+        for index in range(len(apps)):
+            cluster.stop_instance(index, signal.SIGTERM)
+            cluster.start_instance(index)
+            cluster.wait_in_rotation([index])
+
+    def restart_redis() -> None:
+        cluster.stop_redis()
+        time.sleep(1)
+        cluster.start_redis()
+
+    return dict(
+        zip(
+            KINDS,
+            [cut_instance, isolate_primary, secondary_then_primary, cut_redis, lose_packets,
+             pause_instance, pause_primary, lose_node, kill_instance, rolling_restart,
+             restart_redis, both_secondaries_then_primary],
+            strict=True,
+        )
+    )  # fmt: skip
+
+
+def schedule(rng: random.Random, kinds: list[str]) -> Iterator[str]:
+    """Faults without end: rounds of every one of ``kinds``, each round in an order
+    shuffled by ``rng``."""
+    while True:
+        yield from rng.sample(kinds, len(kinds))
+
+
+def _postgres_processes(postmaster: int | None) -> list[int]:
+    """The postmaster ``postmaster`` and its children (backends, walsenders...),
+    the postmaster first, so that it forks no new one while they are stopped."""
+    if postmaster is None:
+        return []
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == postmaster:
+            children.append(int(stat.parent.name))
+    return [postmaster, *children]
+
+
+def _signal(pid: int, signum: int) -> None:
+    with suppress(ProcessLookupError):
+        os.kill(pid, signum)

@@ -1,0 +1,92 @@
+"""The short ``make chaos-network``: the deployment of deploy/ on test hosts (one
+network namespace per part), one of each fault that cuts links (an instance cut from
+the database, the primary isolated, a secondary cut off and the primary killed, Redis
+cut off, packets lost), under load from client workers each on a host of its own.
+
+The history must hold no anomaly and no failed operation: the longest time without a
+successful create in these faults is about 15 s (docs/reliability.md), within the
+client's own retry budget of about 30 s, so a failure here is a regression, not bad
+luck. The run removes every namespace it made, which the test checks too.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deploy import chaos_network, faults, hosts
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A folder the cluster's ``postgres`` user can reach (pytest's own are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="petstore-test-chaos-network-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
+def test_one_of_each_partition_loses_nothing_and_leaves_no_host(root: Path) -> None:
+    out = io.StringIO()
+    counts = chaos_network.run(
+        root, seed=24, duration=0, workers=3, kinds=list(faults.PARTITIONS), hold=4.0,
+        settle=1.0, instances=2, out=out,
+    )  # fmt: skip
+    print(out.getvalue())
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "chaos-network seed 24: replay with --seed 24"
+    assert counts["acknowledged"] > 300
+    assert counts["kinds"] == counts["faults"] == len(faults.PARTITIONS)
+    for anomaly in ("lost", "duplicated", "stale", "skipped", "reused", "not_increasing"):
+        assert counts[anomaly] == 0, anomaly
+    assert counts["failed"] == 0
+    assert counts["broken"] == 0
+    assert lines[-1] == (
+        f"chaos-network: operations {counts['operations']}, acknowledged "
+        f"{counts['acknowledged']}, faults 5 of 5 kinds, lost 0, duplicated 0, stale 0, "
+        "skipped 0, failed 0"
+    )
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ")]
+    assert sorted(rows[1:]) == sorted(["no fault (baseline)", *faults.PARTITIONS])
+    assert hosts.leftovers() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
+def test_test_hosts_reach_each_other_and_nothing_else() -> None:
+    """Two hosts on the bridge talk; a cut stops it; no host has a route out; down
+    leaves no namespace."""
+    import socket
+    import subprocess
+
+    network = hosts.Network(["a", "b"])
+    network.up()
+    try:
+        routes = subprocess.run(
+            network.run_in("a", ["ip", "route"]), capture_output=True, text=True, check=True
+        ).stdout
+        assert routes.split()[0] == str(hosts.SUBNET)
+        assert "default" not in routes
+        with network.entered("b"), socket.socket() as server:
+            server.bind((network.addresses["b"], 5000))
+            server.listen()
+
+            def connect() -> bool:
+                with network.entered("a"), socket.socket() as probe:
+                    probe.settimeout(1)
+                    return probe.connect_ex((network.addresses["b"], 5000)) == 0
+
+            assert connect()
+            network.cut(["a"], ["b"])
+            assert not connect()
+            network.heal()
+            assert connect()
+    finally:
+        assert network.down() == []
+    assert hosts.leftovers() == []
