@@ -111,20 +111,21 @@ class PageCache:
 
     def __init__(self, max_bytes: int, *, max_age: float = KEPT_SECONDS) -> None:
         self._max_age = max_age
-        self._pages: LRUCache[PageKey, tuple[bytes, str, float]] = LRUCache(
+        # key -> ((body, next cursor), monotonic time it goes stale)
+        self._pages: LRUCache[PageKey, tuple[tuple[bytes, str], float]] = LRUCache(
             max_bytes, getsizeof=_body_size
         )
 
     def get(self, key: PageKey) -> tuple[bytes, str] | None:
         """The JSON body of the page ``key`` and the cursor of the page after it, if
         held and read less than ``max_age`` seconds ago."""
-        page = self._pages.get(key)
-        if page is None:
+        held = self._pages.get(key)
+        if held is None:
             return None
-        if page[2] <= time.monotonic():
+        if held[1] <= time.monotonic():
             del self._pages[key]
             return None
-        return page[0], page[1]
+        return held[0]
 
     def put(
         self, key: PageKey, body: bytes, next_cursor: str, *, read_at: float | None = None
@@ -133,11 +134,11 @@ class PageCache:
         read at ``read_at`` (``time.monotonic()`` taken before the read; None: now)."""
         if len(body) <= self._pages.maxsize:
             read_at = time.monotonic() if read_at is None else read_at
-            self._pages[key] = (body, next_cursor, read_at + self._max_age)
+            self._pages[key] = ((body, next_cursor), read_at + self._max_age)
 
 
-def _body_size(page: tuple[bytes, str, float]) -> int:
-    return len(page[0])
+def _body_size(held: tuple[tuple[bytes, str], float]) -> int:
+    return len(held[0][0])
 
 
 class Pages:

@@ -30,7 +30,8 @@ from petstore.schemas import Pet
 #: Seconds an answer is kept, from the moment it was read from the database: the
 #: longest a change made outside the API goes unseen by an instance.
 KEPT_SECONDS = 5.0
-#: Animals kept at most (about 200 bytes each: 20 MiB at most).
+#: Animals kept at most (about 390 bytes each with the cache's bookkeeping, measured
+#: with tracemalloc: 37.5 MiB at most).
 KEPT_PETS_MAX = 100_000
 
 

@@ -1,10 +1,12 @@
 """The PostgreSQL store: plain SQL over psycopg 3 async and one bounded connection pool.
 
 Reads are single autocommit statements, grouped while one is in progress
-(:meth:`PostgresStore._get_pets`, :meth:`PostgresStore._list_pages`); creates are
-grouped into one transaction on one connection (:meth:`PostgresStore._insert_pets`,
-group commit), each caller answered only after the commit that holds its row
-(interface: Add an animal; issue: a 201 means durably committed).
+(:meth:`PostgresStore._get_pets`, :meth:`PostgresStore._list_pages`); an animal
+found is kept for 5 s (:mod:`.kept`: the bound on changes made outside the API).
+Creates are grouped and committed together, without an Idempotency-Key in one
+statement (:meth:`PostgresStore._insert_pets`, group commit), each caller answered
+only after the commit that holds its row (interface: Add an animal; issue: a 201
+means durably committed; D26: in HA, after the synchronous standby's).
 
 Connections, their timeouts and what a dead one means: :mod:`postgres_pool`.
 """
@@ -258,6 +260,8 @@ class PostgresStore(SharedQueries):
         return found
 
     async def get_pet(self, pet_id: int) -> Pet | None:
+        """The animal ``pet_id``: kept (:class:`KeptPets`) if read in the last 5 s,
+        else read (:meth:`_get_pets`); None when there is none (never kept)."""
         pet = self._kept.get(pet_id)
         if pet is not None:
             return pet
