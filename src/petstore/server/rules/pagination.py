@@ -100,7 +100,8 @@ class PageCache:
     database, the JSON encoder or the signer. Served on SQLite it took S1 (the first
     page) from 0.24 to 0.49 of the raw ASGI baseline, S2 from 0.11 to 0.47 and S5
     (walking by cursor) from 0.20 to 0.40; holding the next cursor with each page, S5
-    to 0.53; on PostgreSQL, S1 ..., S2 ..., S5 ... (docs/performance.md).
+    to 0.53; on PostgreSQL (issue 28, a loaded machine), S1 0.33 -> 0.50, S2 0.41 ->
+    0.62, S5 0.29 -> 0.60 (docs/performance.md).
 
     A page is answered from here for at most ``max_age`` seconds after it was read
     (``store.kept.KEPT_SECONDS``: the bound on a change made outside the API,

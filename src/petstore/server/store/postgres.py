@@ -173,11 +173,11 @@ class PostgresStore(SharedQueries):
         """Group commit (:class:`Batcher`): the creates that arrived while the last
         insert was in progress, committed together; ids in order (D5), claims kept
         (D16). A batch without an Idempotency-Key is one autocommit statement, one
-        round trip (:data:`_INSERT_PETS_IN_ID_ORDER`: S4 ..., S6 ... by ``make
-        compare``, docs/performance.md, "Issue 28"). A batch with one is a
-        transaction of four round trips and more: the creates without a key first,
-        with one statement (S4 1.710, S6 1.039 by ``make compare``, ef2d328), then a
-        savepoint for each with a key.
+        round trip instead of four (:data:`_INSERT_PETS_IN_ID_ORDER`; S4 0.36 -> 0.41
+        of the baseline on a loaded machine, docs/performance.md, "Issue 28"). A
+        batch with one is a transaction of four round trips and more: the creates
+        without a key first, with one statement (S4 1.710, S6 1.039 by ``make
+        compare``, ef2d328), then a savepoint for each with a key.
 
         A sequence hands out ids when rows are inserted, not when they commit, so
         without care id 5 could commit after id 6, and a client paging with
