@@ -16,6 +16,7 @@ import pytest
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server import errors
 from petstore.server.store import IdempotencyClaim, IdempotencyRecord, migrate, open_store
+from petstore.server.store.kept import KEPT_SECONDS
 from petstore.server.store.postgres import ID_ORDER_LOCK, PostgresStore
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
@@ -473,3 +474,49 @@ def test_creates_wait_for_the_id_order_lock_held_by_another_instance(url: str) -
         assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
 
     run(url, scenario)
+
+
+def test_a_create_draws_its_id_only_once_it_holds_the_id_order_lock(url: str) -> None:
+    """D9: a plain create is one statement; it must take the lock before its id is
+    drawn, or a row inserted by the lock's holder meanwhile would get a higher id and
+    commit first (an id would then become visible after a higher one)."""
+
+    async def scenario(store: PostgresStore) -> tuple[Pet, int]:
+        async with await psycopg.AsyncConnection.connect(url) as other:
+            await other.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
+            create = asyncio.ensure_future(store.create_pet(new_pet("waits")))
+            await asyncio.sleep(0.3)
+            assert not create.done()
+            cursor = await other.execute(
+                "INSERT INTO pets (name, category_id, status) "
+                "VALUES ('holder', 1, 'available') RETURNING id"
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            await other.commit()
+            return await create, row[0]
+
+    waiter, holder_id = run(url, scenario)
+    assert waiter.id > holder_id
+
+
+def test_a_kept_animal_is_read_again_after_the_bound(url: str) -> None:
+    """What getPet keeps in memory (store.kept) goes stale: an animal deleted outside
+    the API is None once KEPT_SECONDS have passed since it was read."""
+
+    async def scenario(store: PostgresStore) -> tuple[Pet | None, Pet | None, Pet | None]:
+        pet = await store.create_pet(new_pet("kept"))
+        assert isinstance(pet, Pet)
+        missing = await store.get_pet(pet.id + 1)
+        read_at = time.monotonic()
+        found = await store.get_pet(pet.id)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM pets WHERE id = %s", (pet.id,))
+        await asyncio.sleep(max(0.0, read_at + KEPT_SECONDS + 0.2 - time.monotonic()))
+        return missing, found, await store.get_pet(pet.id)
+
+    missing, found, after = run(url, scenario)
+    assert missing is None
+    assert found is not None
+    assert found.name == "kept"
+    assert after is None

@@ -16,6 +16,7 @@ import base64
 import binascii
 import hmac
 import struct
+import time
 
 from cachetools import LRUCache
 
@@ -23,6 +24,7 @@ from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.rules import pets
 from petstore.server.store import Store
+from petstore.server.store.kept import KEPT_SECONDS
 
 _VERSION = 1
 _PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
@@ -93,35 +95,51 @@ PageKey = tuple[PetStatus | None, int, int]
 
 class PageCache:
     """Encoded pages of listPets that more animals follow, for a store whose such
-    pages never change (``Store.full_pages_are_final``): a page asked again, like the
-    first page or one a cursor names, is answered without the database, the JSON
-    encoder or the signer. Served on SQLite it took S1 (the first page) from 0.24 to
-    0.49 of the raw ASGI baseline, S2 from 0.11 to 0.47 and S5 (walking by cursor)
-    from 0.20 to 0.40; holding the next cursor with each page, S5 to 0.53
-    (docs/performance.md).
+    pages never change through the API (``Store.full_pages_are_final``): a page asked
+    again, like the first page or one a cursor names, is answered without the
+    database, the JSON encoder or the signer. Served on SQLite it took S1 (the first
+    page) from 0.24 to 0.49 of the raw ASGI baseline, S2 from 0.11 to 0.47 and S5
+    (walking by cursor) from 0.20 to 0.40; holding the next cursor with each page, S5
+    to 0.53; on PostgreSQL (issue 28, a loaded machine), S1 0.33 -> 0.50, S2 0.41 ->
+    0.62, S5 0.29 -> 0.60 (docs/performance.md).
 
-    Bounded by the bytes of the bodies held (``max_bytes``): the pages used least
-    recently make room (a ``cachetools.LRUCache`` sized by body length). A page
-    larger than ``max_bytes`` is not held.
+    A page is answered from here for at most ``max_age`` seconds after it was read
+    (``store.kept.KEPT_SECONDS``: the bound on a change made outside the API,
+    docs/operations.md), and bounded by the bytes of the bodies held (``max_bytes``):
+    the pages used least recently make room (a ``cachetools.LRUCache`` sized by body
+    length). A page larger than ``max_bytes`` is not held.
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self._pages: LRUCache[PageKey, tuple[bytes, str]] = LRUCache(
+    def __init__(self, max_bytes: int, *, max_age: float = KEPT_SECONDS) -> None:
+        self._max_age = max_age
+        # key -> ((body, next cursor), monotonic time it goes stale)
+        self._pages: LRUCache[PageKey, tuple[tuple[bytes, str], float]] = LRUCache(
             max_bytes, getsizeof=_body_size
         )
 
     def get(self, key: PageKey) -> tuple[bytes, str] | None:
-        """The JSON body of the page ``key`` and the cursor of the page after it, if held."""
-        return self._pages.get(key)
+        """The JSON body of the page ``key`` and the cursor of the page after it, if
+        held and read less than ``max_age`` seconds ago."""
+        held = self._pages.get(key)
+        if held is None:
+            return None
+        if held[1] <= time.monotonic():
+            del self._pages[key]
+            return None
+        return held[0]
 
-    def put(self, key: PageKey, body: bytes, next_cursor: str) -> None:
-        """Hold the page ``key``: its JSON ``body`` and the cursor that follows it."""
+    def put(
+        self, key: PageKey, body: bytes, next_cursor: str, *, read_at: float | None = None
+    ) -> None:
+        """Hold the page ``key``: its JSON ``body`` and the cursor that follows it, as
+        read at ``read_at`` (``time.monotonic()`` taken before the read; None: now)."""
         if len(body) <= self._pages.maxsize:
-            self._pages[key] = (body, next_cursor)
+            read_at = time.monotonic() if read_at is None else read_at
+            self._pages[key] = ((body, next_cursor), read_at + self._max_age)
 
 
-def _body_size(page: tuple[bytes, str]) -> int:
-    return len(page[0])
+def _body_size(held: tuple[tuple[bytes, str], float]) -> int:
+    return len(held[0][0])
 
 
 class Pages:
@@ -150,6 +168,7 @@ class Pages:
             cached = cache.get(key)
             if cached is not None:
                 return cached
+        read_at = time.monotonic()
         page, more = await pets.list_page(
             self._store, status=status, limit=limit, after_id=after_id
         )
@@ -158,5 +177,5 @@ class Pages:
             return body, None
         next_cursor = self._cursors.issue(last_id=page[-1].id, status=status)
         if cache is not None:
-            cache.put(key, body, next_cursor)
+            cache.put(key, body, next_cursor, read_at=read_at)
         return body, next_cursor

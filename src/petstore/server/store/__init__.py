@@ -79,12 +79,14 @@ class Store(Protocol):
     open, or closing). Use a store from one event loop.
     """
 
-    #: True when a page of animals that more animals follow can never change, so it
-    #: may be cached for good: animals are never changed or removed (the interface
-    #: has no such operation) and every new id is above every committed one.
-    #: SQLite: one writer at a time and AUTOINCREMENT, within this file. Not claimed
-    #: for PostgreSQL, whose commit order rests on every writer taking the id-order
-    #: lock, which compatible engines may lack (docs/operations.md, section 9).
+    #: True when a page of animals that more animals follow can never change through
+    #: the API, so its answer may be kept (for ``store.kept.KEPT_SECONDS``, the bound
+    #: on changes made outside the API): animals are never changed or removed (the
+    #: interface has no such operation) and every new id is above every committed one
+    #: (D5, D9). SQLite: one writer at a time and AUTOINCREMENT, within this file.
+    #: PostgreSQL: every create takes the id-order lock before it draws an id
+    #: (``postgres.ID_ORDER_LOCK``), on every instance; engines without that lock
+    #: cannot run the service's creates (docs/operations.md, section 9).
     full_pages_are_final: bool
 
     async def open(self) -> None:

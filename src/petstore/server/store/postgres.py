@@ -1,10 +1,12 @@
 """The PostgreSQL store: plain SQL over psycopg 3 async and one bounded connection pool.
 
 Reads are single autocommit statements, grouped while one is in progress
-(:meth:`PostgresStore._get_pets`, :meth:`PostgresStore._list_pages`); creates are
-grouped into one transaction on one connection (:meth:`PostgresStore._insert_pets`,
-group commit), each caller answered only after the commit that holds its row
-(interface: Add an animal; issue: a 201 means durably committed).
+(:meth:`PostgresStore._get_pets`, :meth:`PostgresStore._list_pages`); an animal
+found is kept for 5 s (:mod:`.kept`: the bound on changes made outside the API).
+Creates are grouped and committed together, without an Idempotency-Key in one
+statement (:meth:`PostgresStore._insert_pets`, group commit), each caller answered
+only after the commit that holds its row (interface: Add an animal; issue: a 201
+means durably committed; D26: in HA, after the synchronous standby's).
 
 Connections, their timeouts and what a dead one means: :mod:`postgres_pool`.
 """
@@ -12,12 +14,15 @@ Connections, their timeouts and what a dead one means: :mod:`postgres_pool`.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, LiteralString
 
 from petstore.schemas import NewPet, Pet, PetStatus, pet_from_row
 from petstore.server.store import IdempotencyClaim, IdempotencyRecord, require_current_schema, sql
 from petstore.server.store.batch import Batcher
+from petstore.server.store.kept import KeptPets
 from petstore.server.store.postgres_pool import Connection, Pool, reachable
 from petstore.server.store.queries import Dialect, SharedQueries, claimed_create
 
@@ -55,6 +60,17 @@ _INSERT_PETS = (
     "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[]) "
     f"RETURNING {sql.PET_COLUMNS}"
 )
+#: The same as one autocommit statement that first takes the id-order lock
+#: (:data:`ID_ORDER_LOCK`, its key the fourth parameter): the uncorrelated subquery is
+#: an InitPlan, run by the one-time filter of the node that draws the ids (its
+#: ``nextval``) before that node yields its first row, so no id is drawn before the
+#: lock is held; the commit that ends the statement releases it. Always true: the
+#: filter is there for its side effect. (Not ``EXISTS``, whose select list PostgreSQL
+#: drops unevaluated.) Pinned by ``tests/test_store_postgres.py::
+#: test_a_create_draws_its_id_only_once_it_holds_the_id_order_lock``.
+_INSERT_PETS_IN_ID_ORDER = _INSERT_PETS.replace(
+    " RETURNING", " WHERE (SELECT pg_advisory_xact_lock(%s) IS NULL) IS NOT NULL RETURNING"
+)
 #: The animals whose ids are in an array.
 _GET_PETS = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id = ANY(%s)"  # noqa: S608
 #: Several keyset pages in one query (:meth:`PostgresStore._list_status_pages`): each
@@ -74,23 +90,24 @@ _Create = tuple[NewPet, IdempotencyClaim | None]
 _Page = tuple[PetStatus | None, int, int]
 
 
-async def _insert_pet_rows(conn: Connection, news: list[NewPet]) -> list[Pet]:
-    """Insert ``news`` with one statement; their animals, in order.
+def _pet_arrays(news: list[NewPet]) -> tuple[list[str], list[int], list[str]]:
+    """The names, category ids and statuses of ``news``, for :data:`_INSERT_PETS`."""
+    return (
+        [new.name for new in news],
+        [new.category_id for new in news],
+        [new.status.value for new in news],
+    )
+
+
+def _inserted(news: list[NewPet], rows: list[Any]) -> list[Pet]:
+    """The animals of ``news``, in order, from the ``RETURNING`` rows of their insert.
 
     PostgreSQL does not promise that ``RETURNING`` lists the rows in the order of the
     ``SELECT`` that fed them, so each row comes back with its content and is matched
     to a create of the same content; equal creates take their ids in ascending order.
     """
-    cursor = await conn.execute(
-        _INSERT_PETS,
-        (
-            [new.name for new in news],
-            [new.category_id for new in news],
-            [new.status.value for new in news],
-        ),
-    )
     ids: dict[tuple[Any, ...], list[int]] = {}  # content -> ids, descending
-    for pet_id, *content in sorted(await cursor.fetchall(), reverse=True):
+    for pet_id, *content in sorted(rows, reverse=True):
         ids.setdefault(tuple(content), []).append(pet_id)
     pets = []
     for new in news:
@@ -127,13 +144,14 @@ class PostgresStore(SharedQueries):
     then raises ``errors.Unavailable``. Constructing it does no I/O; :meth:`open`
     connects. Use it from one event loop."""
 
-    full_pages_are_final = False
+    full_pages_are_final = True
     dialect = DIALECT
 
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0) -> None:
         self._pool = Pool(url, size=pool_size, timeout=timeout)
         self._creates = Batcher(self._insert_pets)
         self._pet_reads = Batcher(self._get_pets)
+        self._kept = KeptPets()
         self._page_reads = Batcher(self._list_pages)
 
     async def open(self) -> None:
@@ -153,10 +171,13 @@ class PostgresStore(SharedQueries):
 
     async def _insert_pets(self, creates: list[_Create]) -> list[Pet | IdempotencyRecord]:
         """Group commit (:class:`Batcher`): the creates that arrived while the last
-        insert transaction was in progress, in one transaction; ids in order (D5),
-        claims kept (D16). The creates without an Idempotency-Key go in first, with
-        one statement, so a batch is four round trips whatever its size (S4 1.710,
-        S6 1.039 by ``make compare``, ef2d328); each with a key gets a savepoint.
+        insert was in progress, committed together; ids in order (D5), claims kept
+        (D16). A batch without an Idempotency-Key is one autocommit statement, one
+        round trip instead of four (:data:`_INSERT_PETS_IN_ID_ORDER`; S4 0.36 -> 0.41
+        of the baseline on a loaded machine, docs/performance.md, "Issue 28"). A
+        batch with one is a transaction of four round trips and more: the creates
+        without a key first, with one statement (S4 1.710, S6 1.039 by ``make
+        compare``, ef2d328), then a savepoint for each with a key.
 
         A sequence hands out ids when rows are inserted, not when they commit, so
         without care id 5 could commit after id 6, and a client paging with
@@ -167,11 +188,20 @@ class PostgresStore(SharedQueries):
         ascending order. This holds for inserts made through this store with the
         identity's default ``CACHE 1``; rows inserted by other means skip the lock.
         """
+        if all(claim is None for _, claim in creates):
+            news = [new for new, _ in creates]
+            rows = await self._pool.write(
+                _INSERT_PETS_IN_ID_ORDER, (*_pet_arrays(news), ID_ORDER_LOCK)
+            )
+            return list(_inserted(news, rows))
         with reachable:
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
                 plain = [new for new, claim in creates if claim is None]
-                inserted = iter(await _insert_pet_rows(conn, plain) if plain else ())
+                inserted: Iterator[Pet] = iter(())
+                if plain:
+                    cursor = await conn.execute(_INSERT_PETS, _pet_arrays(plain))
+                    inserted = iter(_inserted(plain, await cursor.fetchall()))
                 return [
                     next(inserted) if claim is None else await _insert_claimed(conn, new, claim)
                     for new, claim in creates
@@ -230,6 +260,11 @@ class PostgresStore(SharedQueries):
         return found
 
     async def get_pet(self, pet_id: int) -> Pet | None:
+        """The animal ``pet_id``: kept (:class:`KeptPets`) if read in the last 5 s,
+        else read (:meth:`_get_pets`); None when there is none (never kept)."""
+        pet = self._kept.get(pet_id)
+        if pet is not None:
+            return pet
         return await self._pet_reads.submit(pet_id)
 
     async def _get_pets(self, pet_ids: list[int]) -> list[Pet | None]:
@@ -240,9 +275,12 @@ class PostgresStore(SharedQueries):
         second, served S3 0.096 -> 0.275 of the baseline (docs/performance.md). Each
         still reads after its request arrived, so it sees every animal whose 201 was
         sent before."""
+        read_at = time.monotonic()
         rows = await self._pool.read(_GET_PETS, (pet_ids,))
         found = {row[0]: pet_from_row(row) for row in rows}
-        return [found.get(pet_id) for pet_id in pet_ids]
+        pets = [found.get(pet_id) for pet_id in pet_ids]
+        self._kept.keep(pets, read_at=read_at)
+        return pets
 
     async def _read(self, statement: LiteralString, params: tuple[Any, ...] = ()) -> list[Any]:
         return await self._pool.read(statement, params)
