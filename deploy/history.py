@@ -170,11 +170,14 @@ def _check_reads(ops: list[Op], acked: list[Op], verdict: Verdict) -> None:
         for page in op.pages:
             for pet_id in page.ids:
                 seen[pet_id] = min(seen.get(pet_id, page.ended), page.ended)
+    by_status: dict[str, list[int]] = {}  # the acknowledged ids of each status, sorted
+    for pet_id, (_, value) in sorted(known.items()):
+        by_status.setdefault(value[3], []).append(pet_id)
     for op in ops:
         if op.kind == "read" and op.outcome == "ok":
             _check_read(op, known, seen, verdict)
         elif op.kind == "list" and op.outcome == "ok":
-            _check_walk(op, known, verdict)
+            _check_walk(op, known, by_status.get(op.status, []), verdict)
 
 
 def _check_read(
@@ -187,22 +190,25 @@ def _check_read(
         verdict.stale.append(f"getPet {op.asked} at {op.started:.2f} s: 404 after it was seen")
 
 
-def _check_walk(op: Op, known: dict[int, tuple[float, Pet]], verdict: Verdict) -> None:
-    of_status = sorted(pet_id for pet_id, (_, value) in known.items() if value[3] == op.status)
+def _check_walk(
+    op: Op, known: dict[int, tuple[float, Pet]], of_status: list[int], verdict: Verdict
+) -> None:
+    """Stale pages and skipped ids of one walk; ``of_status`` is the sorted ids of the
+    acknowledged animals of the walk's status."""
     met: set[int] = set()
     low: float = 0  # the next page covers the ids above this
     for page in op.pages:
         met.update(page.ids)
+        on_page = set(page.ids)
         high = max(page.ids, default=low) if page.more else float("inf")
         for pet_id in of_status[bisect.bisect_right(of_status, low) :]:
             if pet_id > high:
                 break
-            if pet_id not in page.ids and known[pet_id][0] < page.started:
+            if pet_id not in on_page and known[pet_id][0] < page.started:
                 verdict.stale.append(f"list page at {page.started:.2f} s covers {pet_id}, lacks it")
         low = high
-    missed = [
-        i for i in of_status if known[i][0] < op.started and i <= low and i not in met
-    ]  # fmt: skip
+    within = of_status[: bisect.bisect_right(of_status, low)]
+    missed = [i for i in within if known[i][0] < op.started and i not in met]
     if missed:
         verdict.skipped.append(f"walk at {op.started:.2f} s never met ids {missed[:5]}")
 
