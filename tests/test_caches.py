@@ -1,4 +1,4 @@
-"""The bounded in-process caches of the rules layer (cachetools' LRUCache): when full,
+"""The bounded in-process caches of the rules layer (``lru.LRU``): when full,
 the entry used least recently makes room, and the rest stay (issue 25: they used to
 empty themselves whole)."""
 
@@ -57,6 +57,16 @@ def test_full_page_cache_drops_the_least_recently_used_page() -> None:
     assert cache.get(first) == (b"x" * 60, "c1")
     assert cache.get(second) is None
     assert cache.get(third) == (b"z" * 30, "c3")
+
+
+def test_a_page_held_again_counts_its_bytes_once() -> None:
+    cache = pagination.PageCache(100)
+    first, second = (None, 0, 10), (None, 10, 10)
+    cache.put(first, b"x" * 60, "c1")
+    cache.put(first, b"x" * 60, "c1")  # read again after it went stale, say
+    cache.put(second, b"y" * 30, "c2")  # 90 bytes held, not 150
+    assert cache.get(first) == (b"x" * 60, "c1")
+    assert cache.get(second) == (b"y" * 30, "c2")
 
 
 def test_a_page_larger_than_the_cache_is_not_held() -> None:

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cachetools import LRUCache
+from lru import LRU
 from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -132,7 +132,7 @@ class Exchange:
 
 
 #: A few hosts in practice; never unbounded (a client chooses its Host header).
-_BASE_URLS: LRUCache[tuple[str, str], str] = LRUCache(maxsize=64)
+_BASE_URLS: LRU[tuple[str, str], str] = LRU(64)
 
 
 class BodyReader:

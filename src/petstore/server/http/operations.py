@@ -16,7 +16,7 @@ from datetime import datetime
 from email.utils import format_datetime
 
 import msgspec
-from cachetools import LRUCache
+from lru import LRU
 
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
@@ -93,7 +93,7 @@ class PetsApi:
         self.clock = deprecation.clock
         # The RateLimit-Policy field of a key's own limit (None: the service's), built
         # once per limit.
-        self._policies: LRUCache[str | None, tuple[bytes, Header]] = LRUCache(maxsize=256)
+        self._policies: LRU[str | None, tuple[bytes, Header]] = LRU(256)
         self._service_policy = (
             self._policy(None) if self.rate_limiter is not None else (b"", (b"", b""))
         )
@@ -101,7 +101,7 @@ class PetsApi:
             (b"deprecation", f"@{int(deprecation.date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
         ]
-        self._deprecation_by_host: LRUCache[tuple[str, str], list[Header]] = LRUCache(64)
+        self._deprecation_by_host: LRU[tuple[str, str], list[Header]] = LRU(64)
         self._gone = (
             f"GET /v1/pets/{{petId}} was removed on {format_datetime(pets.SUNSET, usegmt=True)}; "
             f"use {pets.REPLACEMENT}"

@@ -18,7 +18,7 @@ import hmac
 import struct
 import time
 
-from cachetools import LRUCache
+from lru import LRU
 
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
@@ -42,7 +42,7 @@ class CursorSigner:
         self._secret = secret
         # Cursors verified before: the check is a pure function of the cursor and the
         # status, and a client walking pages presents each cursor again and again.
-        self._verified: LRUCache[tuple[str, PetStatus | None], int] = LRUCache(_VERIFIED_MAX)
+        self._verified: LRU[tuple[str, PetStatus | None], int] = LRU(_VERIFIED_MAX)
 
     def _sign(self, payload: bytes) -> bytes:
         return hmac.digest(self._secret, payload, "sha256")[:_SIGNATURE_BYTES]
@@ -106,16 +106,17 @@ class PageCache:
     A page is answered from here for at most ``max_age`` seconds after it was read
     (``store.kept.KEPT_SECONDS``: the bound on a change made outside the API,
     docs/operations.md), and bounded by the bytes of the bodies held (``max_bytes``):
-    the pages used least recently make room (a ``cachetools.LRUCache`` sized by body
-    length). A page larger than ``max_bytes`` is not held.
+    the pages used least recently make room (an ``lru.LRU`` in use order, the bytes
+    counted here). A page larger than ``max_bytes`` is not held.
     """
 
     def __init__(self, max_bytes: int, *, max_age: float = KEPT_SECONDS) -> None:
         self._max_age = max_age
-        # key -> ((body, next cursor), monotonic time it goes stale)
-        self._pages: LRUCache[PageKey, tuple[tuple[bytes, str], float]] = LRUCache(
-            max_bytes, getsizeof=_body_size
-        )
+        self._max_bytes = max_bytes
+        self._bytes = 0  # of the bodies held
+        # key -> ((body, next cursor), monotonic time it goes stale). Every body is at
+        # least 2 bytes ("[]"), so the count bound never drops a page before the bytes do.
+        self._pages: LRU[PageKey, tuple[tuple[bytes, str], float]] = LRU(max(1, max_bytes))
 
     def get(self, key: PageKey) -> tuple[bytes, str] | None:
         """The JSON body of the page ``key`` and the cursor of the page after it, if
@@ -124,7 +125,7 @@ class PageCache:
         if held is None:
             return None
         if held[1] <= time.monotonic():
-            del self._pages[key]
+            self._drop(key)
             return None
         return held[0]
 
@@ -133,13 +134,20 @@ class PageCache:
     ) -> None:
         """Hold the page ``key``: its JSON ``body`` and the cursor that follows it, as
         read at ``read_at`` (``time.monotonic()`` taken before the read; None: now)."""
-        if len(body) <= self._pages.maxsize:
-            read_at = time.monotonic() if read_at is None else read_at
-            self._pages[key] = ((body, next_cursor), read_at + self._max_age)
+        if len(body) > self._max_bytes:
+            return
+        read_at = time.monotonic() if read_at is None else read_at
+        self._drop(key)
+        self._pages[key] = ((body, next_cursor), read_at + self._max_age)
+        self._bytes += len(body)
+        while self._bytes > self._max_bytes:
+            _, ((dropped, _), _) = self._pages.popitem(least_recent=True)
+            self._bytes -= len(dropped)
 
-
-def _body_size(held: tuple[tuple[bytes, str], float]) -> int:
-    return len(held[0][0])
+    def _drop(self, key: PageKey) -> None:
+        held = self._pages.pop(key, None)
+        if held is not None:
+            self._bytes -= len(held[0][0])
 
 
 class Pages:

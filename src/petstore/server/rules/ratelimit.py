@@ -19,8 +19,8 @@ import time
 from collections import Counter
 from typing import NamedTuple
 
-from cachetools import LRUCache
 from limits import RateLimitItem, parse
+from lru import LRU
 
 from petstore.server.store.batch import TurnBatcher
 from petstore.server.store.counters import Counters
@@ -74,7 +74,7 @@ class RateLimiter:
         self._counters = counters
         self._storage = counters.storage
         # The slots seen lately (a few thousand keys in practice), bounded.
-        self._windows: LRUCache[Slot, _Window] = LRUCache(_KEYS_MAX)
+        self._windows: LRU[Slot, _Window] = LRU(_KEYS_MAX)
         self.store_error: str | None = None
         self._logged_at = -math.inf
         self._hits = TurnBatcher(self._count)
