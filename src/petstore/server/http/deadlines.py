@@ -18,6 +18,7 @@ tests/test_asgi.py pins both ends.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 
@@ -35,11 +36,10 @@ class Deadlines:
         self._timer: asyncio.TimerHandle | None = None
 
     def watch(self, task: asyncio.Task[Any]) -> None:
-        """Start ``task``'s clock now."""
-        loop = task.get_loop()
-        self._watched[task] = loop.time() + self._offset
+        """Start ``task``'s clock now (``task`` runs on the running event loop)."""
+        self._watched[task] = time.monotonic() + self._offset
         if self._timer is None:
-            self._timer = loop.call_later(self.tick, self._check, loop)
+            self._timer = asyncio.get_running_loop().call_later(self.tick, self._check)
 
     def was_cut(self, task: asyncio.Task[Any]) -> bool:
         """Whether this ``task`` was cancelled by its deadline (its CancelledError is
@@ -49,12 +49,15 @@ class Deadlines:
     def forget(self, task: asyncio.Task[Any]) -> None:
         """Stop watching ``task`` (whether or not it was cut)."""
         self._watched.pop(task, None)
-        self._cut.discard(task)
+        if self._cut:
+            self._cut.discard(task)
 
-    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = loop.time()
+    def _check(self) -> None:
+        now = time.monotonic()
         for task, deadline in self._watched.items():
             if deadline <= now and task not in self._cut:
                 self._cut.add(task)
                 task.cancel()
-        self._timer = loop.call_later(self.tick, self._check, loop) if self._watched else None
+        self._timer = (
+            asyncio.get_running_loop().call_later(self.tick, self._check) if self._watched else None
+        )

@@ -111,11 +111,9 @@ class PetsApi:
         """listPets (interface: List animals): a page of animals in id order, and
         ``Link: rel="next"`` when more follow (D7-D9)."""
         await self._authenticate(exchange, keys.READ)
-        query = parsing.query(exchange.scope["query_string"])
-        status = parsing.parse_status(query.get("status"))
-        limit = parsing.parse_limit(query.get("limit"))
-        body, cursor = await self.pages.page(status=status, limit=limit, cursor=query.get("cursor"))
-        headers = [] if cursor is None else [_next_link(exchange, cursor, limit, status)]
+        status, limit, cursor = parsing.list_query(exchange.scope["query_string"])
+        body, next_cursor = await self.pages.page(status=status, limit=limit, cursor=cursor)
+        headers = [] if next_cursor is None else [_next_link(exchange, next_cursor, limit, status)]
         await exchange.respond(200, body, headers)
 
     async def create_pet(self, exchange: Exchange) -> None:
