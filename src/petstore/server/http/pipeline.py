@@ -87,19 +87,15 @@ class Service:
         exchange = Exchange(scope, receive, send, request_id.decode(), headers)
         started = time.perf_counter()
         self.metrics.started()
-        task = asyncio.current_task()
-        assert task is not None  # ASGI apps are called in a task
-        self._deadlines.watch(task)
         try:
             if self.tracer is None:
                 exchange.trace_id = (
                     None if traceparent is None else tracing.trace_id_of(traceparent)
                 )
-                await self._answer(exchange, task)
+                await self._answer_in_time(exchange)
             else:
-                await self._answer_traced(exchange, self.tracer, task)
+                await self._answer_traced(exchange, self.tracer)
         finally:
-            self._deadlines.forget(task)
             self._account(exchange, time.perf_counter() - started)
 
     def _read_headers(self, scope: Scope) -> tuple[bytes, bytes | None]:
@@ -143,6 +139,25 @@ class Service:
             trace_id=exchange.trace_id,
         )
 
+    async def _answer_in_time(self, exchange: Exchange) -> None:
+        """:meth:`_answer`, cancelled and answered 503 when it takes longer than the
+        request timeout (D25); 400 instead while the request body is still arriving
+        (then the client is the slow one, D17)."""
+        task = asyncio.current_task()
+        assert task is not None  # ASGI apps are called in a task
+        deadlines = self._deadlines
+        deadlines.watch(task)
+        try:
+            await self._answer(exchange)
+        except asyncio.CancelledError:
+            if not deadlines.was_cut(task):
+                raise
+            task.uncancel()
+            if exchange.status == 0:
+                await exchange.fail(self._timed_out(exchange))
+        finally:
+            deadlines.forget(task)
+
     def _timed_out(self, exchange: Exchange) -> errors.PetstoreError:
         seconds = f"{self.request_timeout:g}"
         if exchange.body_read is None:
@@ -154,11 +169,8 @@ class Service:
             "or unreachable); retry later"
         )
 
-    async def _answer(self, exchange: Exchange, task: asyncio.Task[None]) -> None:
-        """Route ``exchange`` and run its handler in ``task`` (the request's); answer
-        whatever error it raised, and 503 when the request timeout cut the handler
-        short (D25; 400 instead while the request body is still arriving, then the
-        client is the slow one, D17)."""
+    async def _answer(self, exchange: Exchange) -> None:
+        """Route ``exchange`` and run its handler; answer whatever error it raised."""
         try:
             path = exchange.scope["path"]
             matched = self.router.match(path)
@@ -177,21 +189,13 @@ class Service:
         except errors.PetstoreError as exc:
             if exchange.status == 0:
                 await exchange.fail(exc)
-        except asyncio.CancelledError:
-            if not self._deadlines.was_cut(task):
-                raise
-            task.uncancel()
-            if exchange.status == 0:
-                await exchange.fail(self._timed_out(exchange))
         except Exception:
             errors.log.exception("unhandled error", extra={"request_id": exchange.request_id})
             if exchange.status == 0:
                 await exchange.fail(errors.internal_error())
 
-    async def _answer_traced(
-        self, exchange: Exchange, tracer: Tracer, task: asyncio.Task[None]
-    ) -> None:
-        """:meth:`_answer` inside the request's server span (D23, HTTP
+    async def _answer_traced(self, exchange: Exchange, tracer: Tracer) -> None:
+        """:meth:`_answer_in_time` inside the request's server span (D23, HTTP
         semantic conventions); the span is ended and described however the request
         ends."""
         scope = exchange.scope
@@ -205,7 +209,7 @@ class Service:
         ) as span:
             exchange.trace_id = format(span.get_span_context().trace_id, "032x")
             try:
-                await self._answer(exchange, task)
+                await self._answer_in_time(exchange)
             finally:
                 if span.is_recording():  # else not sampled (OTEL_TRACES_SAMPLER)
                     tracing.describe(
