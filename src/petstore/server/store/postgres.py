@@ -2,8 +2,7 @@
 
 Reads are single autocommit statements, grouped while one is in progress
 (:meth:`PostgresStore._get_pets`, :meth:`PostgresStore._list_pages`); an animal
-found is kept for 5 s (:mod:`.kept`, ``SharedQueries.get_pet``: the bound on changes
-made outside the API).
+found is kept for 5 s (:mod:`.kept`: the bound on changes made outside the API).
 Creates are grouped and committed together, without an Idempotency-Key in one
 statement (:meth:`PostgresStore._insert_pets`, group commit), each caller answered
 only after the commit that holds its row (interface: Add an animal; issue: a 201
@@ -259,6 +258,14 @@ class PostgresStore(SharedQueries):
         for row in rows:
             found[row[0] - 1].append(pet_from_row(row[1:]))
         return found
+
+    async def get_pet(self, pet_id: int) -> Pet | None:
+        """The animal ``pet_id``: kept (:class:`KeptPets`) if read in the last 5 s,
+        else read (:meth:`_get_pets`); None when there is none (never kept)."""
+        pet = self._kept.get(pet_id)
+        if pet is not None:
+            return pet
+        return await self._pet_reads.submit(pet_id)
 
     async def _get_pets(self, pet_ids: list[int]) -> list[Pet | None]:
         """Grouped getPets (:class:`Batcher`): the animals of ``pet_ids``, in order,

@@ -19,8 +19,6 @@ from typing import Any, LiteralString, NamedTuple
 from petstore.schemas import NewPet, Pet, encode
 from petstore.server import errors
 from petstore.server.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord, sql
-from petstore.server.store.batch import Batcher, TurnBatcher
-from petstore.server.store.kept import KeptPets
 
 #: A statement and its parameters, as a backend runs it.
 Statement = tuple[LiteralString, tuple[Any, ...]]
@@ -111,20 +109,6 @@ class SharedQueries:
     ``errors.Unavailable`` when the database cannot be reached."""
 
     dialect: Dialect
-    #: Found animals, kept for 5 s (:mod:`.kept`); the backend keeps what it reads.
-    _kept: KeptPets
-    #: The backend's grouped getPets: an id in, its animal or None out.
-    _pet_reads: Batcher[int, Pet | None] | TurnBatcher[int, Pet | None]
-
-    async def get_pet(self, pet_id: int) -> Pet | None:
-        """The animal ``pet_id``: kept (:class:`.kept.KeptPets`) if read in the last
-        5 s, else read in the backend's next group of getPets; None when there is
-        none (never kept). Raises ``errors.Unavailable`` when the database cannot be
-        read."""
-        pet = self._kept.get(pet_id)
-        if pet is not None:
-            return pet
-        return await self._pet_reads.submit(pet_id)
 
     async def _read(
         self, statement: LiteralString, params: tuple[Any, ...] = ()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +31,6 @@ from petstore.server.store import (
     sql,
 )
 from petstore.server.store.batch import Batcher, TurnBatcher
-from petstore.server.store.kept import KeptPets
 from petstore.server.store.queries import SharedQueries, claimed_create
 from petstore.server.store.sqlite_connections import (
     DIALECT,
@@ -170,7 +168,6 @@ class SQLiteStore(SharedQueries):
         self._reads = _TurnReadTransaction()
         self._creates = Batcher(self._commit_creates)
         self._pet_reads = TurnBatcher(self._get_pets_of_turn)
-        self._kept = KeptPets()
 
     async def open(self) -> None:
         """Start the writer thread, open the read connection, check the schema."""
@@ -209,23 +206,26 @@ class SQLiteStore(SharedQueries):
             if status is None:
                 rows = self._reads.execute(sql.LIST_PETS, (after_id, limit)).fetchall()
             else:
-                params = (status.value, after_id, limit)
-                rows = self._reads.execute(sql.LIST_PETS_OF_STATUS, params).fetchall()
+                rows = self._reads.execute(
+                    sql.LIST_PETS_OF_STATUS, (status.value, after_id, limit)
+                ).fetchall()
         return [pet_from_row(row) for row in rows]
+
+    async def get_pet(self, pet_id: int) -> Pet | None:
+        return await self._pet_reads.submit(pet_id)
 
     async def _get_pets_of_turn(self, pet_ids: list[int]) -> list[Pet | None]:
         """The animals ``pet_ids`` asked for during one turn of the loop, with one
         ``json_each`` query (:class:`TurnBatcher`); None for an id with no animal. A
         query per id lets go of the GIL three times, and each time the server's
         threads take it: served, that cost a getPet more than the read itself. One
-        query a turn: served S3 +18% (59c439d, docs/performance.md). Found: kept 5 s."""
-        read_at, ids = time.monotonic(), msgspec.json.encode(pet_ids).decode()
+        query a turn: served S3 +18% (59c439d, docs/performance.md)."""
         with reachable:
-            rows = self._reads.execute(_GET_PETS, (ids,)).fetchall()
+            rows = self._reads.execute(
+                _GET_PETS, (msgspec.json.encode(pet_ids).decode(),)
+            ).fetchall()
         found = {row[0]: pet_from_row(row) for row in rows}
-        pets = [found.get(pet_id) for pet_id in pet_ids]
-        self._kept.keep(pets, read_at=read_at)
-        return pets
+        return [found.get(pet_id) for pet_id in pet_ids]
 
     async def _read(self, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with reachable:
