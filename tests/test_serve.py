@@ -15,7 +15,7 @@ import httpx2
 import psutil
 import pytest
 
-from deploy.processes import child_pids
+from deploy.processes import child_pids, wait_gone
 from petstore.server.store import migrate
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
@@ -61,8 +61,12 @@ def test_created_pet_is_durable_across_a_restart(tmp_path: Path) -> None:
     created = httpx2.post(
         f"{server.url}/v1/pets", json={"name": "Rex", "categoryId": 1}, headers=auth
     ).json()
+    workers = child_pids(server.process.pid)  # type: ignore[union-attr]
     server.process.kill()  # type: ignore[union-attr]  # no clean shutdown
     server.process.wait()  # type: ignore[union-attr]
+    # The orphaned workers end on their own, not at once; until then one can still
+    # answer the new server's readiness probe on the port it holds.
+    assert wait_gone(workers, seconds=15) == [], "workers outlived their killed server"
     server.start()
     fetched = httpx2.get(f"{server.url}/v1/pets", headers=auth)
     assert fetched.json() == [created]
