@@ -181,6 +181,15 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
             dead = f"127.0.0.1:{free_port()}"
             targets = [server.url.removeprefix("http://") for server in servers] + [dead]
             prometheus = Prometheus(root, targets)
+            # Both instances scraped once before the load, so that it shows as an
+            # increase: a counter first seen at its final value has a rate of 0 (on a
+            # busy machine the first scrape came after the load, and no alert fired).
+            deadline = time.monotonic() + 30
+            while not set(targets[:2]) <= {
+                up["metric"]["instance"] for up in prometheus.query("up == 1")
+            }:
+                assert time.monotonic() < deadline, "Prometheus never scraped the instances"
+                time.sleep(0.2)
             _load(servers)
             # Two more scrapes and rule evaluations after the load.
             time.sleep(3)
