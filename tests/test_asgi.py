@@ -65,10 +65,8 @@ def test_an_early_deadline_cuts_between_one_tick_before_and_the_deadline() -> No
 
     async def main() -> None:
         deadlines = Deadlines(seconds=0.4, tick=0.1, early=True)
-        task = asyncio.current_task()
-        assert task is not None
         started = time.monotonic()
-        deadlines.watch(task)
+        task = deadlines.watch()
         try:
             await asyncio.sleep(5)
         except asyncio.CancelledError:
@@ -87,11 +85,37 @@ def test_an_early_deadline_cuts_between_one_tick_before_and_the_deadline() -> No
 def test_a_task_forgotten_in_time_is_never_cut() -> None:
     async def main() -> None:
         deadlines = Deadlines(seconds=0.1, tick=0.02, early=True)
-        task = asyncio.current_task()
-        assert task is not None
-        deadlines.watch(task)
+        task = deadlines.watch()
         deadlines.forget(task)
         await asyncio.sleep(0.2)  # would raise CancelledError had it been cut
         assert not deadlines.was_cut(task)
 
     asyncio.run(main())
+
+
+def test_deadlines_cut_on_the_event_loop_that_runs_now() -> None:
+    """An app served from one event loop, then from another (each test's own): the
+    second loop's task is cut in time although the first loop ended with a check
+    still due on it, and ``watch`` returns the task running now."""
+    deadlines = Deadlines(seconds=0.2, tick=0.05, early=True)
+
+    async def first() -> None:
+        deadlines.forget(deadlines.watch())  # the loop ends before the timer's check
+
+    async def second() -> float:
+        started = time.monotonic()
+        task = deadlines.watch()
+        assert task is asyncio.current_task()
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            assert deadlines.was_cut(task)
+            task.uncancel()
+        finally:
+            deadlines.forget(task)
+        return time.monotonic() - started
+
+    asyncio.run(first())
+    assert deadlines._timer is not None
+    elapsed = asyncio.run(second())
+    assert 0.15 <= elapsed <= 0.2 + 0.05, elapsed

@@ -166,10 +166,8 @@ class BodyReader:
         expected = int(declared) if declared.isdigit() else None
         if expected is not None and expected > limit:
             raise too_large
-        task = asyncio.current_task()
-        assert task is not None  # ASGI apps are called in a task
         deadlines = self._deadlines
-        deadlines.watch(task)
+        task = deadlines.watch()  # ASGI apps are called in a task
         exchange.body_read = None  # being read: a request timeout now is the client's (D17)
         chunks, size = [], 0
         message: Message = {"more_body": True}

@@ -13,12 +13,12 @@ last, however the request ended, the metrics and the access line (``finally``).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from random import getrandbits
 from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
@@ -116,7 +116,9 @@ class Service:
                 elif name == b"x-forwarded-for" and value:
                     scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
         if raw_request_id is None:
-            raw_request_id = os.urandom(16).hex().encode()
+            # Unique, not secret (a client may choose its own): the process's seeded
+            # generator (reseeded in each forked worker), not os.urandom's system call.
+            raw_request_id = getrandbits(128).to_bytes(16).hex().encode()
         return raw_request_id, traceparent
 
     def _account(self, exchange: Exchange, seconds: float) -> None:
@@ -146,10 +148,8 @@ class Service:
 
         One coroutine for both, not one inside the other: a coroutine a request fewer
         (docs/performance.md)."""
-        task = asyncio.current_task()
-        assert task is not None  # ASGI apps are called in a task
         deadlines = self._deadlines
-        deadlines.watch(task)
+        task = deadlines.watch()  # ASGI apps are called in a task
         try:
             try:
                 path = exchange.scope["path"]
