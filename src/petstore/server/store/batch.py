@@ -36,6 +36,17 @@ Result = TypeVar("Result")
 MAX_BATCH = 256
 
 
+def running_loop(last: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
+    """The running event loop: ``last`` (the loop a batcher last ran on) while it runs,
+    else ``asyncio.get_running_loop()``, which asks the operating system for the
+    process id each time (a system call, 0.2 us; a batcher runs on every request).
+    Code that runs on one thread has one running loop. Raises RuntimeError when no
+    loop runs."""
+    if last is not None and last.is_running():
+        return last
+    return asyncio.get_running_loop()
+
+
 class Batcher(Generic[Item, Result]):
     """Feeds submitted items, in arrival order, to ``commit`` in batches (a commit of
     writes, or one query for many reads).
@@ -56,6 +67,7 @@ class Batcher(Generic[Item, Result]):
         self._queued: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running: asyncio.Future[list[Result]] | None = None
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # see running_loop
 
     async def submit(self, item: Item) -> Result:
         """Run ``item`` with whatever else is waiting; its result once its batch is done.
@@ -64,19 +76,20 @@ class Batcher(Generic[Item, Result]):
         """
         if self._closed:
             raise errors.Unavailable("the store is closing; retry shortly")
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        loop = self._loop = running_loop(self._loop)
+        future: asyncio.Future[Result] = loop.create_future()
         self._queued.append((item, future))
         if self._running is None:
-            self._start()
+            self._start(loop)
         return await future
 
-    def _start(self) -> None:
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
         try:
             commit = self._commit([item for item, _ in batch])
-            self._running = asyncio.ensure_future(commit)
+            self._running = asyncio.ensure_future(commit, loop=loop)
         except Exception as exc:  # the commit could not even start: its batch learns why
-            self._running = asyncio.get_running_loop().create_future()
+            self._running = loop.create_future()
             self._running.set_exception(exc)
         self._running.add_done_callback(lambda done: self._finish(batch, done))
 
@@ -97,7 +110,7 @@ class Batcher(Generic[Item, Result]):
                     future.set_result(result)
         self._running = None
         if self._queued:
-            self._start()
+            self._start(done.get_loop())
 
     @property
     def waiting(self) -> int:
@@ -127,6 +140,7 @@ class TurnBatcher(Generic[Item, Result]):
         self._queued: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running: set[asyncio.Task[None]] = set()  # strong references until done
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # see running_loop
 
     async def submit(self, item: Item) -> Result:
         """``item``'s result, once the batch of this turn has run.
@@ -135,7 +149,7 @@ class TurnBatcher(Generic[Item, Result]):
         """
         if self._closed:
             raise errors.Unavailable("the service is stopping; retry shortly")
-        loop = asyncio.get_running_loop()
+        loop = self._loop = running_loop(self._loop)
         future: asyncio.Future[Result] = loop.create_future()
         if not self._queued:
             # The task's first step runs at the next turn and takes everything queued by then.

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from petstore.server.store.batch import running_loop
 from petstore.server.store.queries import Reachable
 
 Connection = psycopg.AsyncConnection[TupleRow]
@@ -94,6 +95,7 @@ class Pool:
     def __init__(self, url: str, *, size: int, timeout: float) -> None:
         self._url = url
         self._timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None  # see batch.running_loop
         statement_ms = str(math.ceil(timeout * 1000))
 
         async def configure(conn: Connection) -> None:
@@ -152,7 +154,7 @@ class Pool:
         caller is answered 503 (a retry with the same Idempotency-Key settles it,
         D16). One timer a lending, no round trip. Raises psycopg_pool.PoolTimeout
         when none is free within the timeout."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = running_loop(self._loop)
         deadline = loop.time() + self._timeout
         async with self._pool.connection() as conn:
             cut = loop.call_at(deadline, _cut, conn)

@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 
 from petstore.server import errors
 from petstore.server.store import sql
+from petstore.server.store.batch import running_loop
 from petstore.server.store.queries import Dialect, Reachable
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
@@ -68,6 +69,7 @@ class Writer:
         self._path = path
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # see batch.running_loop
 
     async def start(self) -> None:
         """Start the thread and connect; raises what connecting raised."""
@@ -83,7 +85,8 @@ class Writer:
         Raises errors.Unavailable before :meth:`start` and after :meth:`close`."""
         if self._thread is None:
             not_open()
-        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        loop = self._loop = running_loop(self._loop)
+        future: asyncio.Future[_T] = loop.create_future()
         self._jobs.put((job, future))
         return future
 
