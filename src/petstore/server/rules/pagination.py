@@ -140,9 +140,10 @@ class PageCache:
         self._drop(key)
         self._pages[key] = ((body, next_cursor), read_at + self._max_age)
         self._bytes += len(body)
-        while self._bytes > self._max_bytes:
-            _, ((dropped, _), _) = self._pages.popitem(least_recent=True)
-            self._bytes -= len(dropped)
+        # Not popitem(): lru-dict 1.4.1's keeps a reference to what it returns
+        # (amitdev/lru-dict#64), so every page dropped stayed in memory.
+        while self._bytes > self._max_bytes and (oldest := self._pages.peek_last_item()):
+            self._drop(oldest[0])
 
     def _drop(self, key: PageKey) -> None:
         held = self._pages.pop(key, None)
