@@ -53,7 +53,7 @@ def test_an_animal_asked_for_before_it_existed_is_found_once_created(
 def test_kept_animals_go_stale_after_their_seconds_and_misses_are_not_kept() -> None:
     kept = KeptPets(seconds=0.2, max_pets=10)
     rex = Pet(1, "Rex", 1, PetStatus.AVAILABLE)
-    kept.keep([rex, None], read_at=time.monotonic())
+    kept.keep([1, 2], [rex, None], read_at=time.monotonic())
     assert kept.get(1) == rex
     assert kept.get(2) is None
     time.sleep(0.25)
@@ -64,7 +64,26 @@ def test_kept_animals_are_bounded_by_count() -> None:
     kept = KeptPets(seconds=60, max_pets=2)
     now = time.monotonic()
     pets = [Pet(i, f"p{i}", 1, PetStatus.SOLD) for i in (1, 2, 3)]
-    kept.keep([pets[0], pets[1]], read_at=now)
+    kept.keep([1, 2], [pets[0], pets[1]], read_at=now)
     assert kept.get(1) == pets[0]  # 2 is now the least recently used
-    kept.keep([pets[2]], read_at=now)
+    kept.keep([3], [pets[2]], read_at=now)
     assert [kept.get(i) for i in (1, 2, 3)] == [pets[0], None, pets[2]]
+
+
+def test_the_kept_animals_asked_for_are_due_to_be_read_again_before_they_go_stale() -> None:
+    kept = KeptPets(seconds=1.0, max_pets=10)
+    pets = [Pet(i, f"p{i}", 1, PetStatus.PENDING) for i in (1, 2, 3)]
+    now = time.monotonic()
+    kept.keep([1, 2], pets[:2], read_at=now)
+    kept.keep([3], [pets[2]], read_at=now + 0.5)
+    assert kept.get(1) == pets[0]
+    assert kept.get(3) == pets[2]
+    assert kept.due(within=0.0) == []  # none goes stale yet
+    assert kept.due(within=1.2) == [1]  # 2 was not asked for; 3 goes stale later
+    assert kept.due(within=1.2) == []  # each read is due once
+    assert kept.due(within=2.0) == [3]
+    # Read again (1 is found, 3 was deleted outside the API): 1 is kept anew, 3 dropped.
+    kept.keep([1, 3], [pets[0], None], read_at=time.monotonic())
+    assert kept.get(3) is None
+    assert kept.get(1) == pets[0]
+    assert kept.due(within=2.0) == [1]

@@ -500,6 +500,59 @@ def test_a_create_draws_its_id_only_once_it_holds_the_id_order_lock(url: str) ->
     assert waiter.id > holder_id
 
 
+async def _ask_until(store: PostgresStore, pet_id: int, until: float) -> list[Pet | None]:
+    """getPet of ``pet_id`` every 0.1 s until the monotonic time ``until``."""
+    answers = []
+    while time.monotonic() < until:
+        answers.append(await store.get_pet(pet_id))
+        await asyncio.sleep(0.1)
+    return answers
+
+
+def test_an_animal_asked_for_is_read_again_before_it_goes_stale(url: str) -> None:
+    """One asked for again and again is read again in the background before its bound:
+    past its first read's bound it is answered while the table is locked, without
+    waiting for the database."""
+
+    async def scenario(store: PostgresStore) -> tuple[list[Pet | None], Pet | None]:
+        pet = await store.create_pet(new_pet("asked"))
+        assert isinstance(pet, Pet)
+        read_at = time.monotonic()
+        answers = await _ask_until(store, pet.id, read_at + KEPT_SECONDS - 0.2)
+        async with await psycopg.AsyncConnection.connect(url) as locker:
+            await locker.execute("LOCK TABLE pets IN ACCESS EXCLUSIVE MODE")
+            await asyncio.sleep(max(0.0, read_at + KEPT_SECONDS + 0.5 - time.monotonic()))
+            late = await asyncio.wait_for(store.get_pet(pet.id), 1.0)
+            await locker.rollback()
+        return answers, late
+
+    answers, late = run(url, scenario, timeout=2.0)
+    assert {answer.name if answer else None for answer in answers} == {"asked"}
+    assert late is not None
+    assert late.name == "asked"
+
+
+def test_an_animal_asked_for_and_deleted_outside_the_api_is_gone_within_the_bound(
+    url: str,
+) -> None:
+    """Being asked for keeps an animal read again, never answered after it is gone:
+    deleted outside the API, it is None within KEPT_SECONDS of the delete."""
+
+    async def scenario(store: PostgresStore) -> tuple[list[Pet | None], list[Pet | None]]:
+        pet = await store.create_pet(new_pet("deleted"))
+        assert isinstance(pet, Pet)
+        before = await _ask_until(store, pet.id, time.monotonic() + 1.5)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM pets WHERE id = %s", (pet.id,))
+        deleted_at = time.monotonic()
+        await _ask_until(store, pet.id, deleted_at + KEPT_SECONDS + 0.1)
+        return before, await _ask_until(store, pet.id, time.monotonic() + 2.5)
+
+    before, after = run(url, scenario)
+    assert {answer.name if answer else None for answer in before} == {"deleted"}
+    assert after == [None] * len(after)
+
+
 def test_a_kept_animal_is_read_again_after_the_bound(url: str) -> None:
     """What getPet keeps in memory (store.kept) goes stale: an animal deleted outside
     the API is None once KEPT_SECONDS have passed since it was read."""
