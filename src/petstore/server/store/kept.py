@@ -29,8 +29,8 @@ the store's share of the event loop 30.6% -> 10.5% (docs/performance.md, "Issue 
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections import deque
 
 from lru import LRU
 
@@ -57,7 +57,7 @@ class KeptPets:
         self._seconds = seconds
         self._pets: LRU[int, tuple[Pet, float]] = LRU(max_pets)
         self._asked: set[int] = set()  # answered from here since their last read
-        self._reads: deque[tuple[float, int]] = deque()  # (stale at, id), oldest first
+        self._due: list[tuple[float, int]] = []  # (stale at, id) of those, a heap
 
     def get(self, pet_id: int) -> Pet | None:
         """The animal ``pet_id`` if kept and read less than ``seconds`` ago, else None."""
@@ -67,7 +67,9 @@ class KeptPets:
         if kept[1] <= time.monotonic():
             del self._pets[pet_id]
             return None
-        self._asked.add(pet_id)
+        if pet_id not in self._asked:
+            self._asked.add(pet_id)
+            heapq.heappush(self._due, (kept[1], pet_id))
         return kept[0]
 
     def keep(self, pet_ids: list[int], pets: list[Pet | None], *, read_at: float) -> None:
@@ -82,23 +84,19 @@ class KeptPets:
                 self._pets.pop(pet_id, None)
             else:
                 self._pets[pet_id] = (pet, stale_at)
-                self._reads.append((stale_at, pet_id))
 
     def due(self, *, within: float) -> list[int]:
         """The ids of the kept animals asked for since their last read that go stale in
-        less than ``within`` seconds: those to read again (and :meth:`keep`). Each
-        read is looked at once, here; reads older than that are forgotten."""
+        less than ``within`` seconds: those to read again (and :meth:`keep`). Each is
+        named once per read; one that made room for others, or was read again since,
+        is not named."""
         horizon = time.monotonic() + within
-        reads, asked = self._reads, self._asked
+        heap, asked = self._due, self._asked
         due = []
-        while reads and reads[0][0] <= horizon:
-            stale_at, pet_id = reads.popleft()
-            if pet_id not in asked:
-                continue
+        while heap and heap[0][0] <= horizon:
+            stale_at, pet_id = heapq.heappop(heap)
+            asked.discard(pet_id)
             kept = self._pets.get(pet_id)
-            if kept is None:  # made room for others
-                asked.discard(pet_id)
-            elif kept[1] == stale_at:  # else read again since: that read decides
-                asked.discard(pet_id)
+            if kept is not None and kept[1] == stale_at:
                 due.append(pet_id)
         return due
