@@ -310,10 +310,9 @@ class PostgresStore(SharedQueries):
         return {**self._pool.stats(), "writes_waiting": self._creates.waiting}
 
     async def close(self) -> None:
-        if self._refresher is not None:
+        if self._refresher is not None:  # it only reads: whatever ended it, close on
             self._refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresher
+            await asyncio.gather(self._refresher, return_exceptions=True)
         await self._creates.close()
         await self._pet_reads.close()
         await self._page_reads.close()
