@@ -6,6 +6,8 @@ import json
 import logging
 import re
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -252,6 +254,24 @@ def test_the_flush_thread_stops_when_replaced_and_at_shutdown(
     assert [json.loads(line)["request_id"] for line in capfd.readouterr().err.splitlines()] == [
         "after-close"
     ]
+
+
+def test_a_close_under_the_handlers_lock_is_not_held_up_by_the_flush_thread() -> None:
+    # What Granian() does at start (dictConfig -> logging.shutdown of every handler):
+    # close each handler with its lock held. A flush thread that woke meanwhile waits
+    # for that lock; the close used to wait for the thread: `petstore serve` hung
+    # before "Starting granian", now and then, in CI.
+    handler = logstream.BufferedStderr(logs.TextFormatter())
+
+    def close_as_logging_does() -> None:
+        with handler.lock:  # type: ignore[union-attr]
+            time.sleep(logstream.FLUSH_SECONDS * 1.5)  # the flush thread wakes and waits
+            logging.shutdown([weakref.ref(handler)])
+
+    closer = threading.Thread(target=close_as_logging_does, daemon=True)
+    closer.start()
+    closer.join(timeout=logstream.FLUSH_SECONDS * 10)
+    assert not closer.is_alive(), "the close waits for the flush thread, which waits for it"
 
 
 def test_configure_patches_nothing_of_the_standard_library(

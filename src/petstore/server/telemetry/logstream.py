@@ -55,8 +55,15 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
         self._flusher.start()
 
     def _flush_often(self) -> None:
+        # Never waits for the lock unbounded: logging.shutdown (at exit, and in the
+        # dictConfig of Granian's start) calls close() with the lock held, and close()
+        # waits for this thread. A flush that cannot have the lock is left to the next.
         while not self._stopping.wait(FLUSH_SECONDS):
-            self.flush()
+            if self.lock.acquire(timeout=FLUSH_SECONDS):  # type: ignore[union-attr]
+                try:
+                    self.flush()
+                finally:
+                    self.lock.release()  # type: ignore[union-attr]
 
     def flush(self) -> None:
         """Encode the waiting access lines, then write everything buffered."""
