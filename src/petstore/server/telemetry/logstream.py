@@ -73,7 +73,9 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
 
     def close(self) -> None:
         """Stop the flush thread and flush; later lines are written at once. Idempotent
-        (``logging.shutdown`` closes every handler at exit)."""
+        (``logging.shutdown`` closes every handler at exit, and in ``dictConfig``).
+        Called with the handler's lock held, as ``logging.shutdown`` does, it waits
+        at most :data:`FLUSH_SECONDS` for the thread."""
         self._stopping.set()
         if self._flusher.is_alive() and self._flusher is not threading.current_thread():
             self._flusher.join()
