@@ -18,6 +18,7 @@ from petstore.server import errors
 from petstore.server.store import IdempotencyClaim, IdempotencyRecord, migrate, open_store
 from petstore.server.store.kept import KEPT_SECONDS
 from petstore.server.store.postgres import ID_ORDER_LOCK, PostgresStore
+from petstore.server.store.postgres_pool import WARM_SECONDS
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
@@ -393,6 +394,29 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
         assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
         after = await store.create_pet(new_pet("after"))
         assert await store.list_pets(status=None, after_id=0, limit=10) == [pet, after]
+
+    run(url, scenario)
+
+
+def test_statements_one_after_another_stay_on_a_warm_connection_then_hand_it_back(
+    url: str,
+) -> None:
+    """Single statements keep their connection out of the library's pool between them
+    (a checkout and return are a third of a statement's CPU), and every connection is
+    back in the pool within WARM_SECONDS once they stop, so an idle instance holds no
+    more than the pool would. The metrics count a warm connection as available."""
+
+    async def scenario(store: PostgresStore) -> None:
+        library = store._pool._pool  # psycopg_pool's own counters
+        asked = library.get_stats().get("requests_num", 0)
+        for _ in range(20):
+            await store.list_api_keys()
+        assert library.get_stats().get("requests_num", 0) - asked <= 1  # not 20
+        stats = store.pool_stats()
+        assert stats["available"] == stats["size"]
+        assert library.get_stats()["pool_available"] == stats["size"] - 1
+        await asyncio.sleep(WARM_SECONDS + 0.2)
+        assert library.get_stats()["pool_available"] == store.pool_stats()["size"]
 
     run(url, scenario)
 

@@ -10,6 +10,10 @@ the bound raises ``errors.Unavailable`` (503 with Retry-After, D10); the pool
 reconnects by itself when the database is back. The pool lends connections untested
 (a test is a round trip on every request); a statement that finds its connection
 dead has the pool test and replace its idle ones, and a read is then run once more.
+
+Single statements (:meth:`Pool.read`, :meth:`Pool.write`) keep a few connections
+warm between them (:data:`WARM_MAX`) instead of handing each back to the library's
+pool: a checkout and return cost about a third of a statement's CPU in the worker.
 """
 
 from __future__ import annotations
@@ -73,6 +77,17 @@ class NoAnswer(psycopg.OperationalError):
 #: (a database not migrated, or damaged).
 reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
 
+#: Connections kept out of the library's pool between single statements, at most:
+#: the batches that run one statement after another (creates, getPets, the pages of
+#: each filter) each find one there. A statement through the pool costs the worker
+#: about 135-150 us of CPU, one on a warm connection 95-105 us (a loop of reads on an
+#: idle machine; docs/performance.md, "Warm connections").
+WARM_MAX = 4
+#: Seconds between the moments every warm connection goes back to the library's
+#: pool, which then applies its own upkeep (its lifetime, shrinking when idle), so an
+#: idle instance holds no more connections than the pool would a second later.
+WARM_SECONDS = 1.0
+
 
 def _cut(conn: Connection) -> None:
     """Shut ``conn``'s socket down, both ways: whatever waits on it reads end of file
@@ -96,6 +111,9 @@ class Pool:
         self._url = url
         self._timeout = timeout
         self._loop: asyncio.AbstractEventLoop | None = None  # see batch.running_loop
+        self._warm: list[Connection] = []  # idle, out of the library's pool (WARM_MAX)
+        self._cooling: asyncio.TimerHandle | None = None  # the next _cool
+        self._returning: set[asyncio.Task[None]] = set()  # strong references until done
         statement_ms = str(math.ceil(timeout * 1000))
 
         async def configure(conn: Connection) -> None:
@@ -154,21 +172,72 @@ class Pool:
         caller is answered 503 (a retry with the same Idempotency-Key settles it,
         D16). One timer a lending, no round trip. Raises psycopg_pool.PoolTimeout
         when none is free within the timeout."""
+        conn, cut = await self._lend(warm=False)
+        try:
+            yield conn
+        except psycopg.OperationalError as exc:
+            raise await self._failed(conn, cut, exc) from exc
+        finally:
+            await self._give_back(conn, cut, warm=False)
+
+    async def _lend(self, *, warm: bool) -> tuple[Connection, asyncio.TimerHandle]:
+        """A connection (a warm one first when ``warm``) and the timer that cuts it at
+        its deadline (D25, :meth:`connection`)."""
         loop = self._loop = running_loop(self._loop)
         deadline = loop.time() + self._timeout
-        async with self._pool.connection() as conn:
-            cut = loop.call_at(deadline, _cut, conn)
-            try:
-                yield conn
-            except psycopg.OperationalError as exc:
-                if not conn.broken:
-                    raise
-                if loop.time() >= deadline:  # cut here: no answer, nothing to test
-                    raise NoAnswer(f"no answer within {self._timeout} s") from exc
-                await self._pool.check()
-                raise ConnectionLost(str(exc)) from exc
-            finally:
-                cut.cancel()
+        if warm and self._warm:
+            conn = self._warm.pop()
+        else:
+            conn = await self._pool.getconn(self._timeout)
+        return conn, loop.call_at(deadline, _cut, conn)
+
+    async def _give_back(self, conn: Connection, cut: asyncio.TimerHandle, *, warm: bool) -> None:
+        """End ``conn``'s lending: keep it warm when ``warm``, there is room and it is
+        idle and whole, else hand it back to the library's pool (which closes a broken
+        one)."""
+        cut.cancel()
+        if (
+            warm
+            and len(self._warm) < WARM_MAX
+            and conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        ):
+            self._warm.append(conn)
+            if self._cooling is None:
+                loop = self._loop = running_loop(self._loop)
+                self._cooling = loop.call_later(WARM_SECONDS, self._cool)
+            return
+        await self._pool.putconn(conn)
+
+    async def _failed(
+        self, conn: Connection, cut: asyncio.TimerHandle, exc: psycopg.OperationalError
+    ) -> psycopg.OperationalError:
+        """What a statement that failed with ``exc`` on ``conn`` raises: ``exc`` itself
+        when the connection is whole (an error of the statement), NoAnswer when the
+        deadline cut it, else ConnectionLost once the pool has tested its idle
+        connections (the warm ones handed back first)."""
+        if not conn.broken:
+            return exc
+        if cut.when() <= running_loop(self._loop).time():  # cut at its deadline: no test
+            return NoAnswer(f"no answer within {self._timeout} s")
+        self._cool()
+        await asyncio.gather(*self._returning)
+        await self._pool.check()
+        return ConnectionLost(str(exc))
+
+    def _cool(self) -> None:
+        """Hand every warm connection back to the library's pool (:data:`WARM_SECONDS`)."""
+        if self._cooling is not None:
+            self._cooling.cancel()
+            self._cooling = None
+        conns, self._warm = self._warm, []
+        if conns:
+            task = asyncio.ensure_future(self._put_back(conns), loop=self._loop)
+            self._returning.add(task)
+            task.add_done_callback(self._returning.discard)
+
+    async def _put_back(self, conns: list[Connection]) -> None:
+        for conn in conns:
+            await self._pool.putconn(conn)
 
     async def read(self, statement: LiteralString, params: tuple[Any, ...] = ()) -> list[TupleRow]:
         """The rows of one SELECT. One that met a dead connection is run once more, on
@@ -188,19 +257,33 @@ class Pool:
             return await self._execute(statement, params)
 
     async def _execute(self, statement: LiteralString, params: tuple[Any, ...]) -> list[TupleRow]:
-        async with self.connection() as conn:
+        """One statement on a warm connection (:data:`WARM_MAX`), bounded as
+        :meth:`connection` is; its rows."""
+        conn, cut = await self._lend(warm=True)
+        try:
             cursor = await conn.execute(statement, params)
-            return await cursor.fetchall()
+            rows = await cursor.fetchall()
+        except psycopg.OperationalError as exc:
+            await self._give_back(conn, cut, warm=False)
+            raise await self._failed(conn, cut, exc) from exc
+        except BaseException:
+            await self._give_back(conn, cut, warm=False)
+            raise
+        await self._give_back(conn, cut, warm=True)
+        return rows
 
     def stats(self) -> dict[str, int]:
-        """``size``, ``available`` (idle connections) and ``requests_waiting``."""
+        """``size``, ``available`` (idle connections, the warm ones included) and
+        ``requests_waiting``."""
         stats = self._pool.get_stats()
         return {
             "size": stats.get("pool_size", 0),
-            "available": stats.get("pool_available", 0),
+            "available": stats.get("pool_available", 0) + len(self._warm),
             "requests_waiting": stats.get("requests_waiting", 0),
         }
 
     async def close(self) -> None:
         """Close every connection; safe whether or not the pool was opened."""
+        self._cool()
+        await asyncio.gather(*self._returning)
         await self._pool.close()
