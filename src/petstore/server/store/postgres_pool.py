@@ -35,6 +35,8 @@ from petstore.server.store.batch import running_loop
 from petstore.server.store.queries import Reachable
 
 Connection = psycopg.AsyncConnection[TupleRow]
+Cursor = psycopg.AsyncCursor[TupleRow]
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 #: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
 #: the migrations'. A peer that vanishes without a FIN (a host cut off, powered off)
@@ -79,9 +81,10 @@ reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, P
 
 #: Connections kept out of the library's pool between single statements, at most:
 #: the batches that run one statement after another (creates, getPets, the pages of
-#: each filter) each find one there. A statement through the pool costs the worker
-#: about 135-150 us of CPU, one on a warm connection 95-105 us (a loop of reads on an
-#: idle machine; docs/performance.md, "Warm connections").
+#: each filter) each find one there, with the cursor it used. A read of 8 animals in
+#: a loop costs the worker about 200 us of CPU through the pool with a new cursor,
+#: 170 us on a warm connection, 139 us with its cursor used again
+#: (docs/performance.md, "Warm connections").
 WARM_MAX = 4
 #: Seconds between the moments every warm connection goes back to the library's
 #: pool, which then applies its own upkeep (its lifetime, shrinking when idle), so an
@@ -111,7 +114,7 @@ class Pool:
         self._url = url
         self._timeout = timeout
         self._loop: asyncio.AbstractEventLoop | None = None  # see batch.running_loop
-        self._warm: list[Connection] = []  # idle, out of the library's pool (WARM_MAX)
+        self._warm: list[tuple[Connection, Cursor]] = []  # idle, out of the library's pool
         self._cooling: asyncio.TimerHandle | None = None  # the next _cool
         self._returning: set[asyncio.Task[None]] = set()  # strong references until done
         statement_ms = str(math.ceil(timeout * 1000))
@@ -172,41 +175,22 @@ class Pool:
         caller is answered 503 (a retry with the same Idempotency-Key settles it,
         D16). One timer a lending, no round trip. Raises psycopg_pool.PoolTimeout
         when none is free within the timeout."""
-        conn, cut = await self._lend(warm=False)
+        conn, cut = await self._lend()
         try:
             yield conn
         except psycopg.OperationalError as exc:
             raise await self._failed(conn, cut, exc) from exc
         finally:
-            await self._give_back(conn, cut, warm=False)
+            cut.cancel()
+            await self._pool.putconn(conn)
 
-    async def _lend(self, *, warm: bool) -> tuple[Connection, asyncio.TimerHandle]:
-        """A connection (a warm one first when ``warm``) and the timer that cuts it at
-        its deadline (D25, :meth:`connection`)."""
+    async def _lend(self) -> tuple[Connection, asyncio.TimerHandle]:
+        """A connection from the library's pool and the timer that cuts it at its
+        deadline, ``timeout`` seconds from now (D25, :meth:`connection`)."""
         loop = self._loop = running_loop(self._loop)
         deadline = loop.time() + self._timeout
-        if warm and self._warm:
-            conn = self._warm.pop()
-        else:
-            conn = await self._pool.getconn(self._timeout)
+        conn = await self._pool.getconn(self._timeout)
         return conn, loop.call_at(deadline, _cut, conn)
-
-    async def _give_back(self, conn: Connection, cut: asyncio.TimerHandle, *, warm: bool) -> None:
-        """End ``conn``'s lending: keep it warm when ``warm``, there is room and it is
-        idle and whole, else hand it back to the library's pool (which closes a broken
-        one)."""
-        cut.cancel()
-        if (
-            warm
-            and len(self._warm) < WARM_MAX
-            and conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        ):
-            self._warm.append(conn)
-            if self._cooling is None:
-                loop = self._loop = running_loop(self._loop)
-                self._cooling = loop.call_later(WARM_SECONDS, self._cool)
-            return
-        await self._pool.putconn(conn)
 
     async def _failed(
         self, conn: Connection, cut: asyncio.TimerHandle, exc: psycopg.OperationalError
@@ -229,14 +213,14 @@ class Pool:
         if self._cooling is not None:
             self._cooling.cancel()
             self._cooling = None
-        conns, self._warm = self._warm, []
-        if conns:
-            task = asyncio.ensure_future(self._put_back(conns), loop=self._loop)
+        warm, self._warm = self._warm, []
+        if warm:
+            task = asyncio.ensure_future(self._put_back(warm), loop=self._loop)
             self._returning.add(task)
             task.add_done_callback(self._returning.discard)
 
-    async def _put_back(self, conns: list[Connection]) -> None:
-        for conn in conns:
+    async def _put_back(self, warm: list[tuple[Connection, Cursor]]) -> None:
+        for conn, _ in warm:
             await self._pool.putconn(conn)
 
     async def read(self, statement: LiteralString, params: tuple[Any, ...] = ()) -> list[TupleRow]:
@@ -257,19 +241,33 @@ class Pool:
             return await self._execute(statement, params)
 
     async def _execute(self, statement: LiteralString, params: tuple[Any, ...]) -> list[TupleRow]:
-        """One statement on a warm connection (:data:`WARM_MAX`), bounded as
+        """One statement on a warm connection and its cursor if one is there
+        (:data:`WARM_MAX`; a cursor used again keeps the types it has learnt: a read
+        of a few animals 153 -> 125 us of CPU in a loop), bounded as
         :meth:`connection` is; its rows."""
-        conn, cut = await self._lend(warm=True)
+        if self._warm:
+            conn, cursor = self._warm.pop()
+            loop = self._loop = running_loop(self._loop)
+            cut = loop.call_at(loop.time() + self._timeout, _cut, conn)
+        else:
+            conn, cut = await self._lend()
+            cursor = conn.cursor()
         try:
-            cursor = await conn.execute(statement, params)
+            await cursor.execute(statement, params)
             rows = await cursor.fetchall()
-        except psycopg.OperationalError as exc:
-            await self._give_back(conn, cut, warm=False)
-            raise await self._failed(conn, cut, exc) from exc
-        except BaseException:
-            await self._give_back(conn, cut, warm=False)
+        except BaseException as exc:
+            cut.cancel()
+            await self._pool.putconn(conn)  # closed there when broken
+            if isinstance(exc, psycopg.OperationalError):
+                raise await self._failed(conn, cut, exc) from exc
             raise
-        await self._give_back(conn, cut, warm=True)
+        cut.cancel()
+        if len(self._warm) < WARM_MAX and conn.pgconn.transaction_status == _IDLE:
+            self._warm.append((conn, cursor))
+            if self._cooling is None:
+                self._cooling = running_loop(self._loop).call_later(WARM_SECONDS, self._cool)
+        else:
+            await self._pool.putconn(conn)
         return rows
 
     def stats(self) -> dict[str, int]:
