@@ -402,7 +402,7 @@ def test_statements_one_after_another_stay_on_a_warm_connection_then_hand_it_bac
     url: str,
 ) -> None:
     """Single statements keep their connection out of the library's pool between them
-    (a checkout and return are a third of a statement's CPU), and every connection is
+    (a checkout and a return cost the worker CPU on every statement), and every one is
     back in the pool within WARM_SECONDS once they stop, so an idle instance holds no
     more than the pool would. The metrics count a warm connection as available."""
 
