@@ -11,7 +11,7 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from petstore.schemas import Pet, PetStatus
-from petstore.server.store.kept import KEPT_SECONDS, KeptPets
+from petstore.server.store.kept import KEPT_SECONDS, KeptPets, PetColumns
 from tests.conftest import run_sql
 
 
@@ -87,3 +87,43 @@ def test_the_kept_animals_asked_for_are_due_to_be_read_again_before_they_go_stal
     assert kept.get(3) is None
     assert kept.get(1) == pets[0]
     assert kept.due(within=2.0) == [1]
+
+
+def _row(pet_id: int, name: str = "", status: str = "available") -> tuple[int, str, int, str]:
+    return (pet_id, name or f"p{pet_id}", pet_id * 10, status)
+
+
+def test_columns_hold_what_was_read_in_id_order_and_never_answer_for_an_id_not_read() -> None:
+    columns = PetColumns(max_id=8)
+    assert columns.confirm(("changes", 0), read_at=time.monotonic()) is False  # first look
+    columns.add([_row(1, "Rex"), _row(2, "Émile", "sold"), _row(5, "", "pending")])
+    assert columns.last_id == 5
+    assert columns.get(1) == Pet(1, "Rex", 10, PetStatus.AVAILABLE)
+    assert columns.get(2) == Pet(2, "Émile", 20, PetStatus.SOLD)
+    assert columns.get(5) == Pet(5, "p5", 50, PetStatus.PENDING)
+    assert [columns.get(i) for i in (-1, 0, 3, 4, 6)] == [None] * 5  # gaps and beyond
+    columns.add([_row(7), _row(8), _row(9)])  # 9 is past max_id
+    assert columns.full
+    assert columns.last_id == 8
+    assert columns.get(8) == Pet(8, "p8", 80, PetStatus.AVAILABLE)
+    assert columns.get(9) is None
+
+
+def test_columns_are_trusted_for_the_bound_after_the_version_was_read_and_dropped_when_it_moved() -> (
+    None
+):
+    columns = PetColumns()
+    long_ago = time.monotonic() - KEPT_SECONDS - 0.1
+    columns.confirm(("v", 1), read_at=long_ago)
+    columns.add([_row(1)])
+    assert columns.get(1) is None  # read more than the bound ago: not trusted
+    assert columns.confirm(("v", 1), read_at=time.monotonic()) is True
+    assert columns.get(1) == Pet(1, "p1", 10, PetStatus.AVAILABLE)
+    assert columns.confirm(("v", 2), read_at=time.monotonic()) is False  # changed outside
+    assert columns.get(1) is None
+    assert columns.last_id == 0
+    columns.add([_row(1, "renamed")])
+    assert columns.get(1) == Pet(1, "renamed", 10, PetStatus.AVAILABLE)
+    columns.confirm(None, read_at=time.monotonic())  # the database could not say
+    assert columns.get(1) is None
+    assert columns.confirm(None, read_at=time.monotonic()) is False

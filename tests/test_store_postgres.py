@@ -16,7 +16,7 @@ import pytest
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server import errors
 from petstore.server.store import IdempotencyClaim, IdempotencyRecord, migrate, open_store
-from petstore.server.store.kept import KEPT_SECONDS
+from petstore.server.store.kept import KEPT_SECONDS, REFRESH_SECONDS
 from petstore.server.store.postgres import ID_ORDER_LOCK, PostgresStore
 from petstore.server.store.postgres_pool import WARM_SECONDS
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
@@ -597,3 +597,61 @@ def test_a_kept_animal_is_read_again_after_the_bound(url: str) -> None:
     assert found is not None
     assert found.name == "kept"
     assert after is None
+
+
+def test_every_animal_is_held_in_memory_after_the_first_look(url: str) -> None:
+    """At its first look (within REFRESH_SECONDS of opening) the store reads every
+    animal into columns (store.kept.PetColumns): afterwards an animal never asked for
+    is answered while the table is locked, without waiting for the database."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        ids = [
+            row[0]
+            for row in conn.execute(
+                "INSERT INTO pets (name, category_id, status) "
+                "SELECT 'held ' || n, n, 'sold' FROM generate_series(1, 5000) AS n RETURNING id"
+            )
+        ]
+    asked = [min(ids), ids[2499], max(ids)]
+
+    async def scenario(store: PostgresStore) -> list[Pet | None]:
+        await asyncio.sleep(REFRESH_SECONDS + 0.5)
+        async with await psycopg.AsyncConnection.connect(url) as locker:
+            await locker.execute("LOCK TABLE pets IN ACCESS EXCLUSIVE MODE")
+            found = [await asyncio.wait_for(store.get_pet(i), 1.0) for i in asked]
+            await locker.rollback()
+        return found
+
+    found = run(url, scenario)
+    assert [pet.id if pet else None for pet in found] == asked
+    assert found[1] == Pet(asked[1], "held 2500", 2500, PetStatus.SOLD)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("UPDATE pets SET name = 'renamed' WHERE name = 'changed'", "renamed"),
+        ("DELETE FROM pets WHERE name = 'changed'", None),
+        ("TRUNCATE pets", None),
+    ],
+)
+def test_an_animal_held_in_memory_and_changed_outside_the_api_is_answered_anew_within_the_bound(
+    url: str, change: str, expected: str | None
+) -> None:
+    """What the columns hold is dropped on every instance once the database says
+    animals changed outside the API (migration 0004's trigger): an UPDATE, a DELETE or
+    a TRUNCATE is seen within KEPT_SECONDS of its commit (docs/operations.md)."""
+
+    async def scenario(store: PostgresStore) -> tuple[Pet | None, Pet | None]:
+        pet = await store.create_pet(new_pet("changed"))
+        assert isinstance(pet, Pet)
+        await asyncio.sleep(REFRESH_SECONDS + 0.5)  # held now
+        before = await store.get_pet(pet.id)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(change)  # type: ignore[arg-type]
+        await asyncio.sleep(KEPT_SECONDS + 0.1)
+        return before, await store.get_pet(pet.id)
+
+    before, after = run(url, scenario)
+    assert before is not None
+    assert before.name == "changed"
+    assert (after.name if after else None) == expected

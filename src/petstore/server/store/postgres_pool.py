@@ -223,15 +223,19 @@ class Pool:
         for conn, _ in warm:
             await self._pool.putconn(conn)
 
-    async def read(self, statement: LiteralString, params: tuple[Any, ...] = ()) -> list[TupleRow]:
+    async def read(
+        self, statement: LiteralString, params: tuple[Any, ...] = (), *, warm: bool = True
+    ) -> list[TupleRow]:
         """The rows of one SELECT. One that met a dead connection is run once more, on
-        another: a read changes nothing, so running it twice is safe. Raises
-        ``errors.Unavailable`` when the database cannot be reached."""
+        another: a read changes nothing, so running it twice is safe. ``warm=False``
+        (reads in the background, each second) takes no warm connection and leaves
+        none, so an idle instance's connections still go back to the library's pool.
+        Raises ``errors.Unavailable`` when the database cannot be reached."""
         with reachable:
             try:
-                return await self._execute(statement, params)
+                return await self._execute(statement, params, warm=warm)
             except ConnectionLost:
-                return await self._execute(statement, params)
+                return await self._execute(statement, params, warm=warm)
 
     async def write(self, statement: LiteralString, params: tuple[Any, ...]) -> list[TupleRow]:
         """The rows (``RETURNING``) of one autocommit write. Not run again when its
@@ -240,11 +244,14 @@ class Pool:
         with reachable:
             return await self._execute(statement, params)
 
-    async def _execute(self, statement: LiteralString, params: tuple[Any, ...]) -> list[TupleRow]:
+    async def _execute(
+        self, statement: LiteralString, params: tuple[Any, ...], *, warm: bool = True
+    ) -> list[TupleRow]:
         """One statement on a warm connection and its cursor if one is there (a cursor
         used again keeps the types it has learnt; :data:`WARM_MAX`), else on one from
-        the library's pool, bounded as :meth:`connection` is; its rows."""
-        if self._warm:
+        the library's pool, bounded as :meth:`connection` is; its rows. ``warm=False``:
+        on one from the library's pool, handed back at once."""
+        if warm and self._warm:
             conn, cursor = self._warm.pop()
             loop = self._loop = running_loop(self._loop)
             cut = loop.call_at(loop.time() + self._timeout, _cut, conn)
@@ -261,7 +268,7 @@ class Pool:
                 raise await self._failed(conn, cut, exc) from exc
             raise
         cut.cancel()
-        if len(self._warm) < WARM_MAX and conn.pgconn.transaction_status == _IDLE:
+        if warm and len(self._warm) < WARM_MAX and conn.pgconn.transaction_status == _IDLE:
             self._warm.append((conn, cursor))
             if self._cooling is None:
                 self._cooling = running_loop(self._loop).call_later(WARM_SECONDS, self._cool)
