@@ -1,4 +1,4 @@
-"""Answers that cannot change through the API, kept in memory for a few seconds.
+"""Answers that cannot change through the API, kept in memory.
 
 An animal never changes through the API (the interface has no update or delete), so
 the animal a getPet read is the animal every later getPet of that id would read.
@@ -25,6 +25,13 @@ read simply goes stale.
 Measured served on PostgreSQL, one worker under S3 (getPet of a random id among
 10,000), profiled with py-spy on a loaded machine: 4,013 -> 9,572 getPets a second,
 the store's share of the event loop 30.6% -> 10.5% (docs/performance.md, "Issue 28").
+
+:class:`PetColumns` holds every animal instead, read once and then trusted as long
+as the database says no animal changed outside the API, so that neither a store of
+1,000,000 animals nor the reads again of those asked for cost a round trip (``make
+compare`` with 10,000 animals: S3 1.110, S6 1.187; docs/performance.md, "Issue 28,
+every animal in memory"). :class:`KeptPets` then keeps only what the columns do not
+hold yet.
 """
 
 from __future__ import annotations
