@@ -109,7 +109,7 @@ def test_columns_hold_what_was_read_in_id_order_and_never_answer_for_an_id_not_r
     assert columns.get(9) is None
 
 
-def test_columns_are_trusted_for_the_bound_after_the_version_was_read_and_dropped_when_it_moved() -> (
+def test_columns_are_trusted_for_the_bound_after_a_look_and_dropped_when_the_version_moved() -> (
     None
 ):
     columns = PetColumns()

@@ -84,9 +84,7 @@ _INSERT_PETS_IN_ID_ORDER = _INSERT_PETS.replace(
 #: recreates it) and the server's start (a restore of the whole cluster, a failover).
 _PETS_VERSION = "SELECT changes, 'pets'::regclass::oid, pg_postmaster_start_time() FROM pet_changes"
 #: The animals after an id, up to an id, in id order, at most so many.
-_PETS_AFTER = (
-    f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id > %s AND id <= %s ORDER BY id LIMIT %s"  # noqa: S608
-)
+_PETS_AFTER = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id > %s AND id <= %s ORDER BY id LIMIT %s"  # noqa: S608
 #: The animals whose ids are in an array.
 _GET_PETS = f"SELECT {sql.PET_COLUMNS} FROM pets WHERE id = ANY(%s)"  # noqa: S608
 #: Several keyset pages in one query (:meth:`PostgresStore._list_status_pages`): each
@@ -293,10 +291,10 @@ class PostgresStore(SharedQueries):
         """Every ``REFRESH_SECONDS``: :meth:`_follow_changes`, then read again the kept
         animals asked for since they were read that would go stale within twice that
         (:meth:`KeptPets.due`), in one query (a thousand ids each), so an animal asked
-        for every second or more often is never a miss. With 10,000 animals the
-        second took S3 from 0.456 to 0.521 of the baseline (``make compare``: S3
-        1.107, S6 1.011; docs/performance.md, "Issue 28"). When the database cannot
-        be read (D25) what is held goes stale instead."""
+        for every second or more often is never a miss (with 10,000 animals, before
+        the columns held them all, S3 0.456 -> 0.521 of the baseline;
+        docs/performance.md, "Issue 28"). When the database cannot be read (D25)
+        what is held goes stale instead."""
         while True:
             await asyncio.sleep(REFRESH_SECONDS)
             with contextlib.suppress(errors.Unavailable):

@@ -11,8 +11,9 @@ commits with the change it counts. Every PostgreSQL instance holds the animals i
 has read in memory and reads this count each second: when it moved, the instance
 drops them all (``store.kept.PetColumns``; docs/operations.md, "What an instance
 keeps in memory"). The trigger is ``ENABLE ALWAYS``: it also fires in sessions with
-``session_replication_role = replica`` (logical replication, ``pg_restore
---disable-triggers`` aside, which disables it explicitly).
+``session_replication_role = replica`` (logical replication's apply). Only disabling
+it by name (``ALTER TABLE pets DISABLE TRIGGER``, ``pg_restore --disable-triggers``)
+stops it.
 
 SQLite: nothing. One process reads the file and keeps no animal in memory.
 
