@@ -127,3 +127,19 @@ def test_columns_are_trusted_for_the_bound_after_a_look_and_dropped_when_the_ver
     columns.confirm(None, read_at=time.monotonic())  # the database could not say
     assert columns.get(1) is None
     assert columns.confirm(None, read_at=time.monotonic()) is False
+
+
+def test_columns_are_behind_when_dropped_or_asked_for_an_id_not_read_yet() -> None:
+    """Animals created and never asked for are not read into the columns (S4)."""
+    columns = PetColumns()
+    assert columns.behind  # never read
+    columns.confirm(("v", 1), read_at=time.monotonic())
+    columns.add([_row(1), _row(2)])
+    columns.behind = False  # as the store does once it has read to the end
+    assert columns.get(2) is not None
+    assert not columns.behind
+    assert columns.get(3) is None  # created since the last look
+    assert columns.behind
+    columns.behind = False
+    columns.confirm(("v", 2), read_at=time.monotonic())  # dropped: read every animal again
+    assert columns.behind

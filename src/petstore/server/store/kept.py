@@ -146,10 +146,16 @@ class PetColumns:
         self._clear()
 
     def _clear(self) -> None:
+        self.behind = True  # read every animal again
         self._names = bytearray()
         self._ends = array("I", [0])  # index: id; a name is names[ends[id - 1]:ends[id]]
         self._categories = array("q", [0])
         self._statuses = bytearray(1)  # 0: no animal held under that id
+
+    #: Whether the animals created since :attr:`last_id` are to be read: after a
+    #: drop, or once one of them was asked for (:meth:`get`). Animals created and
+    #: never asked for (S4) are not read into the columns, which cost creates 2.5%.
+    behind: bool
 
     @property
     def last_id(self) -> int:
@@ -199,8 +205,12 @@ class PetColumns:
             statuses.append(_STATUS_CODE[status])
 
     def get(self, pet_id: int) -> Pet | None:
-        """The animal ``pet_id`` if held and trusted now, else None."""
-        if not 0 < pet_id < len(self._statuses) or self._trusted_until <= time.monotonic():
+        """The animal ``pet_id`` if held and trusted now, else None. An id above
+        :attr:`last_id` sets :attr:`behind`."""
+        if pet_id >= len(self._statuses):
+            self.behind = True
+            return None
+        if pet_id < 1 or self._trusted_until <= time.monotonic():
             return None
         code = self._statuses[pet_id]
         if not code:

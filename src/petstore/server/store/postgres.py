@@ -306,21 +306,24 @@ class PostgresStore(SharedQueries):
     async def _follow_changes(self) -> None:
         """Ask the database whether animals changed outside the API
         (:data:`_PETS_VERSION`; :meth:`PetColumns.confirm` drops every animal held
-        when they may have), then read the animals created since the last look into
-        the columns, :data:`COLUMNS_CHUNK` a query: on the first look, all of them
-        (1,000,000 in 0.6 s, 0.5 s of it the worker's CPU, docs/performance.md). Raises
+        when they may have), then, when the columns are behind
+        (:attr:`PetColumns.behind`), read the animals created since the last look into
+        them, :data:`COLUMNS_CHUNK` a query: on the first look, all of them (1,000,000
+        in 0.6 s, 0.5 s of it the worker's CPU, docs/performance.md). Raises
         ``errors.Unavailable`` when the database cannot be read."""
         read_at = time.monotonic()
         version = await self._pool.read(_PETS_VERSION, warm=False)
         columns = self._columns
         columns.confirm(tuple(version[0]) if version else None, read_at=read_at)
-        while version and not columns.full:
+        while version and columns.behind and not columns.full:
+            columns.behind = False  # a get while this reads sets it again
             rows = await self._pool.read(
                 _PETS_AFTER, (columns.last_id, COLUMNS_MAX_ID, COLUMNS_CHUNK), warm=False
             )
             columns.add(rows)
             if len(rows) < COLUMNS_CHUNK:
-                return
+                return  # the rest at the next look, if asked for meanwhile
+            columns.behind = True
 
     async def _get_pets(self, pet_ids: list[int]) -> list[Pet | None]:
         """Grouped getPets (:class:`Batcher`): the animals of ``pet_ids``, in order,
