@@ -139,6 +139,11 @@ class PetColumns:
     yet, created since, or none) is never an answer: :meth:`get` returns None and
     the store reads the database."""
 
+    #: Whether the animals created since :attr:`last_id` are to be read: after a
+    #: drop, or once one of them was asked for (:meth:`get`). Animals created and
+    #: never asked for (S4) are not read into the columns, which cost creates 2.5%.
+    behind: bool
+
     def __init__(self, *, max_id: int = COLUMNS_MAX_ID) -> None:
         self._max_id = max_id
         self._version: tuple[Any, ...] | None = None
@@ -146,16 +151,11 @@ class PetColumns:
         self._clear()
 
     def _clear(self) -> None:
-        self.behind = True  # read every animal again
+        self.behind = True
         self._names = bytearray()
         self._ends = array("I", [0])  # index: id; a name is names[ends[id - 1]:ends[id]]
         self._categories = array("q", [0])
         self._statuses = bytearray(1)  # 0: no animal held under that id
-
-    #: Whether the animals created since :attr:`last_id` are to be read: after a
-    #: drop, or once one of them was asked for (:meth:`get`). Animals created and
-    #: never asked for (S4) are not read into the columns, which cost creates 2.5%.
-    behind: bool
 
     @property
     def last_id(self) -> int:
