@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, LiteralString
 
+import msgspec
+
 from petstore.schemas import NewPet, Pet, PetStatus, pet_from_row
 from petstore.server import errors
 from petstore.server.store import IdempotencyClaim, IdempotencyRecord, require_current_schema, sql
@@ -62,10 +64,14 @@ DIALECT = Dialect(
 )
 _PURGE_IDEMPOTENCY_RECORDS = sql.postgres(sql.PURGE_IDEMPOTENCY_RECORDS)
 
-#: Many animals with one statement: names, category ids, statuses as arrays.
+#: Many animals with one statement: the NewPets as one JSON array
+#: (:func:`_pets_json`). One text parameter, not an array per column: psycopg dumps
+#: arrays element by element in Python, twice the worker's CPU for a statement of 32
+#: animals (180-200 us against 86-100 us, docs/performance.md).
 _INSERT_PETS = (
     "INSERT INTO pets (name, category_id, status) "  # noqa: S608
-    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[]) "
+    'SELECT name, "categoryId", status FROM json_to_recordset(%s::json) '
+    'AS new_pet(name text, "categoryId" bigint, status text) '
     f"RETURNING {sql.PET_COLUMNS}"
 )
 #: The same as one autocommit statement that first takes the id-order lock
@@ -104,13 +110,10 @@ _Create = tuple[NewPet, IdempotencyClaim | None]
 _Page = tuple[PetStatus | None, int, int]
 
 
-def _pet_arrays(news: list[NewPet]) -> tuple[list[str], list[int], list[str]]:
-    """The names, category ids and statuses of ``news``, for :data:`_INSERT_PETS`."""
-    return (
-        [new.name for new in news],
-        [new.category_id for new in news],
-        [new.status.value for new in news],
-    )
+def _pets_json(news: list[NewPet]) -> str:
+    """``news`` as the JSON array :data:`_INSERT_PETS` reads: each NewPet's ``name``,
+    ``categoryId`` and ``status``, all three always written."""
+    return msgspec.json.encode(news).decode()
 
 
 def _inserted(news: list[NewPet], rows: list[Any]) -> list[Pet]:
@@ -208,7 +211,7 @@ class PostgresStore(SharedQueries):
         if all(claim is None for _, claim in creates):
             news = [new for new, _ in creates]
             rows = await self._pool.write(
-                _INSERT_PETS_IN_ID_ORDER, (*_pet_arrays(news), ID_ORDER_LOCK)
+                _INSERT_PETS_IN_ID_ORDER, (_pets_json(news), ID_ORDER_LOCK)
             )
             return list(_inserted(news, rows))
         with reachable:
@@ -217,7 +220,7 @@ class PostgresStore(SharedQueries):
                 plain = [new for new, claim in creates if claim is None]
                 inserted: Iterator[Pet] = iter(())
                 if plain:
-                    cursor = await conn.execute(_INSERT_PETS, _pet_arrays(plain))
+                    cursor = await conn.execute(_INSERT_PETS, (_pets_json(plain),))
                     inserted = iter(_inserted(plain, await cursor.fetchall()))
                 return [
                     next(inserted) if claim is None else await _insert_claimed(conn, new, claim)

@@ -4,8 +4,8 @@ Statements use ``?`` placeholders, SQLite's parameter style; the PostgreSQL back
 turns each into its ``%s`` style once, at import, with :func:`postgres`. Timestamps
 are parameters: SQLite stores them as ISO text in UTC, PostgreSQL as ``timestamptz``,
 and each backend converts its own. What differs between the backends (SQLite's
-``json_each`` read of many ids, PostgreSQL's ``unnest`` inserts, pages side by side
-and id-order lock) is in the backend's module.
+``json_each`` read of many ids, PostgreSQL's ``json_to_recordset`` inserts, pages
+side by side and id-order lock) is in the backend's module.
 """
 
 from __future__ import annotations
