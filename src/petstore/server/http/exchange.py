@@ -161,11 +161,10 @@ class BodyReader:
         message is a round trip to the server's I/O thread.
         """
         limit = self.limit
-        too_large = errors.PayloadTooLarge(f"the request body is larger than {limit} bytes")
         declared = exchange.header(b"content-length") or ""
         expected = int(declared) if declared.isdigit() else None
         if expected is not None and expected > limit:
-            raise too_large
+            raise self._too_large()
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
         exchange.body_read = None  # being read: a request timeout now is the client's (D17)
@@ -181,7 +180,7 @@ class BodyReader:
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
-                    raise too_large
+                    raise self._too_large()
                 chunks.append(chunk)
         except asyncio.CancelledError:
             if deadlines.was_cut(task):
@@ -194,3 +193,6 @@ class BodyReader:
             deadlines.forget(task)
         exchange.body_read = True
         return b"".join(chunks)
+
+    def _too_large(self) -> errors.PayloadTooLarge:
+        return errors.PayloadTooLarge(f"the request body is larger than {self.limit} bytes")

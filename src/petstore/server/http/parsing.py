@@ -114,6 +114,8 @@ def parse_idempotency_key(raw: str | None) -> str | None:
 def check_json_content_type(raw: str | None) -> None:
     """Accept a ``Content-Type`` of ``application/json``, with no charset or
     ``charset=utf-8``; raise UnsupportedMediaType (415) for anything else."""
+    if raw == "application/json":
+        return  # what nearly every client sends: nothing to take apart
     media_type, *params = (raw or "").lower().split(";")
     charsets = [p.split("=", 1)[1].strip(' "') for p in params if p.strip().startswith("charset=")]
     if media_type.strip() != "application/json" or any(c != "utf-8" for c in charsets):
