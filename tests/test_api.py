@@ -214,6 +214,7 @@ def test_create_with_an_unknown_status_is_400_naming_status(
         pytest.param("\u00e9", id="precomposed"),
         pytest.param("Rex \u3000 Max", id="inner-ideographic-space"),
         pytest.param('O\'Brien "Bo" <b>&amp;', id="quotes-and-markup"),
+        pytest.param("C:\\pets\\Rex \\u00e9 \\", id="backslashes-kept-not-unescaped"),
     ],
 )
 def test_valid_name_is_stored_and_returned_exactly_as_sent(

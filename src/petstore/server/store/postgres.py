@@ -67,7 +67,7 @@ _PURGE_IDEMPOTENCY_RECORDS = sql.postgres(sql.PURGE_IDEMPOTENCY_RECORDS)
 #: Many animals with one statement: the NewPets as one JSON array
 #: (:func:`_pets_json`). One text parameter, not an array per column: psycopg dumps
 #: arrays element by element in Python, twice the worker's CPU for a statement of 32
-#: animals (180-200 us against 86-100 us, docs/performance.md).
+#: animals (177-198 us against 86-100 us, docs/performance.md).
 _INSERT_PETS = (
     "INSERT INTO pets (name, category_id, status) "  # noqa: S608
     'SELECT name, "categoryId", status FROM json_to_recordset(%s::json) '
