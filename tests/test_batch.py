@@ -118,6 +118,62 @@ async def test_close_commits_what_is_queued_then_refuses_writes() -> None:
         await committer.submit(3)
 
 
+# Batcher(wait_turns=N): a batch that finds none running waits N turns of the loop ----
+
+
+@run
+async def test_a_batch_that_waits_turns_takes_the_writes_submitted_meanwhile() -> None:
+    recorder = Recorder()
+    recorder.release.set()
+    committer = Batcher(recorder.commit, wait_turns=3)
+    writes = [asyncio.ensure_future(committer.submit(1))]
+    for n in (2, 3):
+        await asyncio.sleep(0)  # one turn: the write submitted before it still waits
+        assert recorder.batches == []
+        writes.append(asyncio.ensure_future(committer.submit(n)))
+    assert await asyncio.gather(*writes) == [10, 20, 30]
+    assert recorder.batches == [[1, 2, 3]]
+
+
+@run
+async def test_a_lone_write_that_waits_turns_is_committed_on_an_idle_loop() -> None:
+    recorder = Recorder()
+    recorder.release.set()
+    committer = Batcher(recorder.commit, wait_turns=8)
+    assert await asyncio.wait_for(committer.submit(1), timeout=1) == 10
+    assert recorder.batches == [[1]]
+
+
+@run
+async def test_writes_queued_behind_a_running_batch_wait_no_turns() -> None:
+    recorder = Recorder()
+    committer = Batcher(recorder.commit, wait_turns=3)
+    first = asyncio.ensure_future(committer.submit(1))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert recorder.batches == [[1]]  # started after its turns, held
+    rest = [asyncio.ensure_future(committer.submit(n)) for n in (2, 3)]
+    await asyncio.sleep(0)
+    recorder.release.set()
+    assert await first == 10
+    await asyncio.sleep(0)  # the done-callback of the first started the second at once
+    assert recorder.batches == [[1], [2, 3]]
+    assert await asyncio.gather(*rest) == [20, 30]
+
+
+@run
+async def test_close_while_a_batch_waits_turns_commits_it_then_refuses() -> None:
+    recorder = Recorder()
+    recorder.release.set()
+    committer = Batcher(recorder.commit, wait_turns=5)
+    write = asyncio.ensure_future(committer.submit(1))
+    await asyncio.sleep(0)  # submitted: its batch waits
+    await asyncio.wait_for(committer.close(), timeout=1)
+    assert write.result() == 10
+    with pytest.raises(errors.Unavailable):
+        await committer.submit(2)
+
+
 # TurnBatcher: what is submitted during one turn of the loop goes together ------------
 
 

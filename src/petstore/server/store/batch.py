@@ -4,8 +4,10 @@ getting its own result.
 :class:`Batcher` (group commit, and grouped reads on PostgreSQL): work that arrives
 while a batch is in progress waits and goes together into the next one. Each caller
 is answered only after the commit that holds its write, so it costs no durability;
-it saves one transaction and one fsync per write when writes are concurrent, and
-adds no delay when they are not. A grouped read starts after each of its callers
+it saves one transaction and one fsync per write when writes are concurrent. A
+create that finds no commit running waits :data:`CREATE_WAIT_TURNS` turns of the
+event loop first (microseconds on an idle worker), so that creates arriving
+meanwhile share its commit. A grouped read starts after each of its callers
 arrived, so it sees every write answered before, as a read of its own would; it
 saves one round trip per read when reads are concurrent. Measured served on
 PostgreSQL: a group commit's creates in one statement took S4 from 0.228 to 0.486
@@ -34,6 +36,12 @@ Result = TypeVar("Result")
 
 #: Items in one batch at most, so one transaction or query stays short.
 MAX_BATCH = 256
+#: Turns of the event loop a create that finds no commit running waits before its
+#: commit starts, on both stores (``Batcher(wait_turns=...)``). Side by side with
+#: the commit before (``bench.compare``, 6 rounds of 4 s): PostgreSQL S4 1.070, S6
+#: 1.030, S1 1.010, S3 1.003; SQLite S4 1.079, S6 1.031, S3 0.997; one client
+#: creating one animal after another is as fast (docs/performance.md).
+CREATE_WAIT_TURNS = 8
 
 
 def running_loop(last: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
@@ -55,15 +63,21 @@ class Batcher(Generic[Item, Result]):
     in order; if it fails, every caller of that batch gets the exception. Use from
     one event loop.
 
-    An item that finds no batch running starts one at once; the next batch starts
-    from the done-callback of the one before. When ``commit`` returns a future (the
-    SQLite writer thread's), no task sits between a caller and its commit: a task
-    switch costs a lone create more than its SQL. A coroutine runs as a task of its
-    own. Either way a caller that is cancelled does not stop the batch it is in.
+    An item that finds no batch running starts one at once, or with ``wait_turns``
+    after that many turns of the event loop, so that items submitted meanwhile join
+    it; the next batch starts from the done-callback of the one before, at once. On
+    an idle loop a turn takes microseconds; on a busy one each turn answers many
+    requests. When ``commit`` returns a future (the SQLite writer thread's), no task
+    sits between a caller and its commit: a task switch costs a lone create more
+    than its SQL. A coroutine runs as a task of its own. Either way a caller that is
+    cancelled does not stop the batch it is in.
     """
 
-    def __init__(self, commit: Callable[[list[Item]], Awaitable[list[Result]]]) -> None:
+    def __init__(
+        self, commit: Callable[[list[Item]], Awaitable[list[Result]]], *, wait_turns: int = 0
+    ) -> None:
         self._commit = commit
+        self._wait_turns = wait_turns
         self._queued: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running: asyncio.Future[list[Result]] | None = None
         self._closed = False
@@ -80,8 +94,24 @@ class Batcher(Generic[Item, Result]):
         future: asyncio.Future[Result] = loop.create_future()
         self._queued.append((item, future))
         if self._running is None:
-            self._start(loop)
+            if self._wait_turns:
+                self._running = waiting = loop.create_future()
+                loop.call_soon(self._start_after, loop, waiting, self._wait_turns)
+            else:
+                self._start(loop)
         return await future
+
+    def _start_after(
+        self, loop: asyncio.AbstractEventLoop, waiting: asyncio.Future[list[Result]], turns: int
+    ) -> None:
+        """Start the batch at the ``turns``-th turn of the loop from the submit that
+        found none running (this call runs in one of them); until then ``waiting``
+        stands for it."""
+        if turns > 1:
+            loop.call_soon(self._start_after, loop, waiting, turns - 1)
+            return
+        self._start(loop)
+        waiting.set_result([])  # close() waits on the batch that took its place
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]

@@ -25,7 +25,7 @@ import msgspec
 from petstore.schemas import NewPet, Pet, PetStatus, pet_from_row
 from petstore.server import errors
 from petstore.server.store import IdempotencyClaim, IdempotencyRecord, require_current_schema, sql
-from petstore.server.store.batch import Batcher
+from petstore.server.store.batch import CREATE_WAIT_TURNS, Batcher
 from petstore.server.store.kept import (
     COLUMNS_CHUNK,
     COLUMNS_MAX_ID,
@@ -166,7 +166,7 @@ class PostgresStore(SharedQueries):
 
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0) -> None:
         self._pool = Pool(url, size=pool_size, timeout=timeout)
-        self._creates = Batcher(self._insert_pets)
+        self._creates = Batcher(self._insert_pets, wait_turns=CREATE_WAIT_TURNS)
         self._pet_reads = Batcher(self._get_pets)
         self._kept = KeptPets()
         self._columns = PetColumns()

@@ -30,7 +30,7 @@ from petstore.server.store import (
     require_current_schema,
     sql,
 )
-from petstore.server.store.batch import Batcher, TurnBatcher
+from petstore.server.store.batch import CREATE_WAIT_TURNS, Batcher, TurnBatcher
 from petstore.server.store.queries import SharedQueries, claimed_create
 from petstore.server.store.sqlite_connections import (
     DIALECT,
@@ -166,7 +166,7 @@ class SQLiteStore(SharedQueries):
         self.path = path
         self._writer = Writer(path)
         self._reads = _TurnReadTransaction()
-        self._creates = Batcher(self._commit_creates)
+        self._creates = Batcher(self._commit_creates, wait_turns=CREATE_WAIT_TURNS)
         self._pet_reads = TurnBatcher(self._get_pets_of_turn)
 
     async def open(self) -> None:
