@@ -6,7 +6,7 @@ while a batch is in progress waits and goes together into the next one. Each cal
 is answered only after the commit that holds its write, so it costs no durability;
 it saves one transaction and one fsync per write when writes are concurrent. A
 create that finds no commit running waits :data:`CREATE_WAIT_TURNS` turns of the
-event loop first (microseconds on an idle worker), so that creates arriving
+event loop first (about 15 us on an idle worker), so that creates arriving
 meanwhile share its commit. A grouped read starts after each of its callers
 arrived, so it sees every write answered before, as a read of its own would; it
 saves one round trip per read when reads are concurrent. Measured served on
@@ -66,7 +66,7 @@ class Batcher(Generic[Item, Result]):
     An item that finds no batch running starts one at once, or with ``wait_turns``
     after that many turns of the event loop, so that items submitted meanwhile join
     it; the next batch starts from the done-callback of the one before, at once. On
-    an idle loop a turn takes microseconds; on a busy one each turn answers many
+    an idle loop eight turns take about 15 us; on a busy one each turn answers many
     requests. When ``commit`` returns a future (the SQLite writer thread's), no task
     sits between a caller and its commit: a task switch costs a lone create more
     than its SQL. A coroutine runs as a task of its own. Either way a caller that is
