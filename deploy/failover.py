@@ -153,7 +153,7 @@ class PostgresNodes:
         name, host = f"node{index + 1}", f"db{index + 1}"
         pgdata = self.root / "pg" / name
         monitor = self.monitor_url.replace("postgres@", "autoctl_node@")
-        self._autoctl(
+        create = (
             host, "create", "postgres", "--pgdata", str(pgdata),
             "--pgport", str(self.node_ports[index]), "--hostname", self.address(index),
             "--listen", self.address(index), "--name", name, "--dbname", DATABASE,
@@ -161,6 +161,10 @@ class PostgresNodes:
             "--candidate-priority", "50", "--replication-quorum", "true",
             "--monitor", f"{monitor}?sslmode=disable",
         )  # fmt: skip
+        try:
+            self._autoctl(*create)
+        except ServerUnavailableError:  # once in CI: a standby's PostgreSQL not up in time
+            self._autoctl(*create)  # pg_autoctl continues a failed create where it stopped
         self._trust_the_hosts(pgdata)
         for line in (HERE / "postgres" / "keeper.conf").read_text().splitlines():
             if line.strip() and not line.startswith("#"):
