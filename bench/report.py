@@ -61,7 +61,8 @@ class Figures:
         return POSTGRES_TARGETS.get(self.scenario.name)
 
     def verdict(self, backend: str) -> str:
-        """``met`` or ``missed`` against issue 6's targets, ``-`` where none is set."""
+        """``met`` or ``missed`` against the backend's targets (SQLite: issue 6;
+        PostgreSQL: issue 28), ``-`` where none is set."""
         target = self.target(backend)
         if target is None:
             return "-"

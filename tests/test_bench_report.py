@@ -39,6 +39,18 @@ def test_a_scenario_meets_its_target_only_with_every_run_paired_and_no_error() -
         _ = Figures(BY_NAME["S3"], service=service[:2], baseline=baseline).ratio
 
 
+def test_on_postgres_every_scenario_must_reach_half_the_baseline() -> None:
+    # Issue 28: 0.50 for each of S1-S6 on PostgreSQL, whatever SQLite's own target.
+    baseline = _runs((100, 2), (100, 2), (100, 2))
+    for name in BY_NAME:
+        short = Figures(BY_NAME[name], service=_runs(*[(49, 4)] * 3), baseline=baseline)
+        assert short.verdict("postgres") == "missed"
+        half = Figures(BY_NAME[name], service=_runs(*[(50, 4)] * 3), baseline=baseline)
+        assert half.verdict("postgres") == "met"
+    s4 = Figures(BY_NAME["S4"], service=_runs(*[(45, 4)] * 3), baseline=baseline)
+    assert (s4.verdict("sqlite"), s4.verdict("postgres")) == ("met", "missed")
+
+
 def test_compare_pairs_rounds_in_order_and_takes_the_median_of_their_quotients() -> None:
     ratios, median = compare.summary([100.0, 50.0, 200.0], [110.0, 60.0, 180.0])
     assert ratios == pytest.approx([1.1, 1.2, 0.9])
