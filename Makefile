@@ -1,7 +1,8 @@
 # The one task runner. `make serve` and `make test` are all a newcomer needs.
 # The virtualenv's interpreter: the image's, Debian's /usr/bin/python3.11 (built with
 # profile-guided and link-time optimisation), when the machine has it, else python3.
-# A pyenv build without --enable-optimizations serves 11-15% less (docs/performance.md).
+# A pyenv build without --enable-optimizations serves 6-15% less, by the machine
+# (docs/performance.md).
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV := .venv
 BIN := $(VENV)/bin
