@@ -13,10 +13,8 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from petstore.schemas import PetStatus
 from petstore.server.app import create_app
 from petstore.server.config import Settings
-from petstore.server.rules.pagination import PageCache
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 
@@ -688,8 +686,8 @@ def test_pages_stay_correct_while_animals_are_added(
 def test_a_page_asked_again_is_the_same_and_a_last_page_shows_new_animals(
     client: TestClient, auth: dict[str, str]
 ) -> None:
-    # On SQLite a page that more animals follow is held in memory once read
-    # (PageCache); a last page never is, so what is created next shows at once.
+    # A page that more animals follow is kept in memory once read (KeptPages); a
+    # last page never is, so what is created next shows at once.
     created = [create(client, auth, name=f"first {i}") for i in range(4)]
     for _ in range(3):
         first = client.get("/v1/pets?limit=2", headers=auth)
@@ -706,18 +704,6 @@ def test_a_page_asked_again_is_the_same_and_a_last_page_shows_new_animals(
     assert after is not None
     assert client.get(after, headers=auth).json() == created[4:]
     assert client.get("/v1/pets?limit=2", headers=auth).json() == created[:2]
-
-
-def test_page_cache_holds_at_most_its_bytes() -> None:
-    cache = PageCache(max_bytes=10)
-    cache.put((None, 0, 2), b"[1,2]", "c2")
-    cache.put((PetStatus.SOLD, 0, 2), b"[3,4]", "c4")
-    assert cache.get((None, 0, 2)) == (b"[1,2]", "c2")
-    assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", "c4")
-    cache.put((None, 2, 2), b"[5]", "c5")  # 13 bytes: the least recently used page goes
-    assert cache.get((None, 0, 2)) is None
-    assert cache.get((PetStatus.SOLD, 0, 2)) == (b"[3,4]", "c4")
-    assert cache.get((None, 2, 2)) == (b"[5]", "c5")
 
 
 def _flip_middle(cursor: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from petstore.server import errors
-from petstore.server.store.batch import MAX_BATCH, Batcher, TurnBatcher
+from petstore.server.batches import MAX_BATCH, Batcher, TurnBatcher
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:

@@ -22,7 +22,8 @@ from starlette.testclient import TestClient
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.store import migrate
-from petstore.server.store.postgres_pool import Pool
+from petstore.server.store.postgres import STATEMENTS
+from petstore.server.store.postgres_pool import PostgresDatabase
 from tests.conftest import FakeClock, redis_url, run_sql
 from tests.tcpproxy import Cut, TcpProxy
 
@@ -69,13 +70,13 @@ D25_OPTIONS = {"keepalive": 1, "idle": 2, "interval": 1, "count": 3, "user_timeo
 
 def pool_keepalives(url: str) -> dict[str, int]:
     async def scenario() -> dict[str, int]:
-        pool = Pool(url, size=2, timeout=STORE_TIMEOUT)
-        await pool.open()
+        database = PostgresDatabase(url, statements=STATEMENTS, size=2, timeout=STORE_TIMEOUT)
+        await database.open()
         try:
-            async with pool.connection() as conn:
+            async with database._pool.connection() as conn:
                 return keepalives(conn.pgconn.socket)
         finally:
-            await pool.close()
+            await database.close()
 
     return asyncio.run(scenario())
 
@@ -184,7 +185,7 @@ def test_a_paused_database_is_503_within_the_bound_and_recovers(
     pet_id = created.json()["id"]
     assert client.get(f"/v1/pets/{pet_id}", headers=headers).status_code == 200
     # An animal this instance has not read yet: its getPet must ask the database (one
-    # read in the last seconds is answered from memory, store.kept).
+    # read in the last seconds is answered from memory, store.kept_pets).
     unread = client.post("/v1/pets", content=REX, headers=headers).json()["id"]
 
     proxy.pause()

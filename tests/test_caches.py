@@ -10,8 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
+from petstore.schemas import PetStatus
 from petstore.server import errors
 from petstore.server.rules import auth, keys, pagination
+from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import open_store
 from petstore.server.store.counters import Counters
@@ -27,7 +29,9 @@ def test_full_key_cache_drops_the_least_recently_used_key(
     async def scenario() -> tuple[bool, bool, bool]:
         store = await open_store(database_url)
         try:
-            verifier = auth.KeyVerifier(store, clock=FakeClock(), cache_seconds=5)
+            verifier = auth.KeyVerifier(
+                store, clock=FakeClock(), monotonic=lambda: 0.0, cache_seconds=5
+            )
             for key in (first, second, first, third):  # second is the least recent
                 await verifier.verify(f"Bearer {key}")
             for record in await store.list_api_keys():  # revoked: only the cache knows them
@@ -48,51 +52,72 @@ def test_full_key_cache_drops_the_least_recently_used_key(
     assert asyncio.run(scenario()) == (True, False, True)
 
 
+class ServedPages:
+    """A page source that answers each page with the body it was given, and the
+    cursor "next": what the cache holds is then plain to see."""
+
+    def __init__(self, bodies: dict[str | None, bytes]) -> None:
+        self.bodies = bodies
+        self.asked = 0
+
+    async def page(
+        self, *, status: PetStatus | None, limit: int, cursor: str | None
+    ) -> tuple[bytes, str | None]:
+        self.asked += 1
+        return self.bodies[cursor], "next"
+
+
+def kept(max_bytes: int, bodies: dict[str | None, bytes]) -> tuple[KeptPages, ServedPages]:
+    served = ServedPages(bodies)
+    return KeptPages(served, monotonic=lambda: 0.0, max_bytes=max_bytes), served
+
+
+def asked_for(pages: KeptPages, served: ServedPages, *cursors: str | None) -> int:
+    """How many of ``cursors``, asked in turn, the source had to answer."""
+    before = served.asked
+
+    async def ask() -> None:
+        for cursor in cursors:
+            body, _ = await pages.page(status=None, limit=10, cursor=cursor)
+            assert body == served.bodies[cursor]
+
+    asyncio.run(ask())
+    return served.asked - before
+
+
 def test_full_page_cache_drops_the_least_recently_used_page() -> None:
-    cache = pagination.PageCache(100)
-    first, second, third = (None, 0, 10), (None, 10, 10), (None, 20, 10)
-    cache.put(first, b"x" * 60, "c1")
-    cache.put(second, b"y" * 30, "c2")
-    assert cache.get(first) == (b"x" * 60, "c1")  # first is now the most recent
-    cache.put(third, b"z" * 30, "c3")  # 120 bytes: one page must go
-    assert cache.get(first) == (b"x" * 60, "c1")
-    assert cache.get(second) is None
-    assert cache.get(third) == (b"z" * 30, "c3")
+    pages, served = kept(100, {"a": b"x" * 60, "b": b"y" * 30, "c": b"z" * 30})
+    assert asked_for(pages, served, "a", "b", "a") == 2  # a is now the most recent
+    assert asked_for(pages, served, "c") == 1  # 120 bytes: one page must go
+    assert asked_for(pages, served, "a", "c") == 0
+    assert asked_for(pages, served, "b") == 1
 
 
 def test_a_page_held_again_counts_its_bytes_once() -> None:
-    cache = pagination.PageCache(100)
-    first, second = (None, 0, 10), (None, 10, 10)
-    cache.put(first, b"x" * 60, "c1")
-    cache.put(first, b"x" * 60, "c1")  # read again after it went stale, say
-    cache.put(second, b"y" * 30, "c2")  # 90 bytes held, not 150
-    assert cache.get(first) == (b"x" * 60, "c1")
-    assert cache.get(second) == (b"y" * 30, "c2")
+    pages, served = kept(100, {"a": b"x" * 60, "b": b"y" * 30})
+    assert asked_for(pages, served, "a", "b") == 2  # 90 bytes held, not 150
+    assert asked_for(pages, served, "a", "b") == 0
 
 
 def test_the_pages_dropped_to_keep_the_bound_are_let_go() -> None:
     # 20 MB of pages through a 100 kB cache: what it holds stays within its bound
-    # (with lru-dict's popitem every dropped page stayed in memory: 9,000 pages walked
-    # by rel="next" grew a worker by 78 MiB with 16 MiB held).
-    cache = pagination.PageCache(100_000)
+    # (with lru-dict's popitem every dropped page stayed in memory).
+    bodies: dict[str | None, bytes] = {f"c{n}": bytes(10_000) for n in range(2_000)}
+    pages, served = kept(100_000, bodies)
     tracemalloc.start()
     try:
-        for page in range(2_000):
-            cache.put((None, page * 100, 100), bytes(10_000), f"c{page}")
+        assert asked_for(pages, served, *bodies) == 2_000
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert cache.get((None, 199_900, 100)) == (bytes(10_000), "c1999")
-    assert cache.get((None, 0, 100)) is None
+    assert asked_for(pages, served, "c1999") == 0
+    assert asked_for(pages, served, "c0") == 1
     assert held < 1_000_000
 
 
 def test_a_page_larger_than_the_cache_is_not_held() -> None:
-    cache = pagination.PageCache(100)
-    cache.put((None, 0, 10), b"x" * 50, "c1")
-    cache.put((None, 10, 10), b"y" * 101, "c2")
-    assert cache.get((None, 10, 10)) is None
-    assert cache.get((None, 0, 10)) == (b"x" * 50, "c1")
+    pages, served = kept(100, {"a": b"x" * 50, "b": b"y" * 101})
+    assert asked_for(pages, served, "a", "b", "b", "a") == 3
 
 
 def test_cursor_cache_is_bounded_and_verifies_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,8 +115,10 @@ async def assert_every_call_is_unavailable(store: Store) -> None:
     calls = [
         store.get_pet(1),
         store.list_pets(status=None, after_id=0, limit=10),
+        store.get_pets([1]),
         store.create_pet(pet),
-        store.create_pet(pet, claim=claim),
+        store.create_pets([pet]),
+        store.create_pet_with_key(pet, claim=claim),
         store.find_idempotency_record(1, "k", created_after=NOW),
         store.purge_idempotency_records(created_before=NOW),
         store.create_api_key(
@@ -213,7 +215,7 @@ def test_purge_deletes_the_records_created_before_and_counts_them(database_url: 
                 created_at = NOW - timedelta(days=age)
                 claim = IdempotencyClaim(1, f"k{i}", "fp", created_at, created_at)
                 new = NewPet(name=f"p{i}", category_id=1, status=PetStatus.AVAILABLE)
-                await store.create_pet(new, claim=claim)
+                await store.create_pet_with_key(new, claim=claim)
             cutoff = NOW - timedelta(days=1)
             return (
                 await store.purge_idempotency_records(created_before=cutoff),

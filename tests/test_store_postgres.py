@@ -15,10 +15,15 @@ import pytest
 
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server import errors
-from petstore.server.store import IdempotencyClaim, IdempotencyRecord, migrate, open_store
-from petstore.server.store.kept import KEPT_SECONDS, REFRESH_SECONDS
+from petstore.server.store import (
+    ClaimOutcome,
+    IdempotencyClaim,
+    IdempotencyRecord,
+    migrate,
+    open_store,
+)
+from petstore.server.store.group_commit import GroupCommit
 from petstore.server.store.postgres import ID_ORDER_LOCK, PostgresStore
-from petstore.server.store.postgres_pool import WARM_SECONDS
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
@@ -133,41 +138,37 @@ def test_concurrent_creates_get_distinct_ids_and_are_all_listed(url: str) -> Non
     assert sorted(created, key=lambda pet: pet.id) == listed
 
 
-def test_creates_in_one_batch_each_get_their_own_animal(url: str) -> None:
-    """Creates in flight together go in with one statement, and those with an
-    Idempotency-Key each in a savepoint (D16): every caller gets an animal of its own
-    content, stored under the id it was given; equal creates take ascending ids in
-    the order they came; a key already taken answers its record and stores nothing."""
+def test_creates_in_one_statement_each_get_their_own_animal(url: str) -> None:
+    """Many creates go in with one statement: every NewPet gets an animal of its own
+    content, stored under the id it was given; equal NewPets take ascending ids."""
+    asked = [new_pet("twin"), new_pet("solo", PetStatus.SOLD), new_pet("twin"), new_pet("x")]
 
-    def claim(key: str) -> IdempotencyClaim:
-        return IdempotencyClaim(1, key, f"fp-{key}", NOW, NOW - timedelta(days=1))
+    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[Pet]]:
+        created = await store.create_pets(asked)
+        return created, await store.list_pets(status=None, after_id=0, limit=100)
 
-    asked: list[tuple[NewPet, IdempotencyClaim | None]] = [
-        (new_pet("first"), None),  # a batch of its own; the rest queue behind it
-        (new_pet("twin"), None),
-        (new_pet("solo", PetStatus.SOLD), claim("k1")),
-        (new_pet("twin"), None),
-        (new_pet("other", PetStatus.PENDING), None),
-        (new_pet("again"), claim("k1")),  # k1 is taken by the create above
-        (new_pet("twin"), claim("k2")),
-        (new_pet("twin"), None),
-    ]
-
-    async def scenario(store: PostgresStore) -> tuple[list[Pet | IdempotencyRecord], list[Pet]]:
-        answers = await asyncio.gather(*(store.create_pet(new, claim=c) for new, c in asked))
-        return list(answers), await store.list_pets(status=None, after_id=0, limit=100)
-
-    answers, listed = run(url, scenario)
-    replay = answers.pop(5)
-    del asked[5]
-    created = [pet for pet in answers if isinstance(pet, Pet)]
-    assert len(created) == len(asked)
-    assert replay == IdempotencyRecord(1, "k1", "fp-k1", created[2].id, ANY, NOW)
-    for (new, _), pet in zip(asked, created, strict=True):
+    created, listed = run(url, scenario)
+    for new, pet in zip(asked, created, strict=True):
         assert (pet.name, pet.category_id, pet.status) == (new.name, new.category_id, new.status)
     assert listed == sorted(created, key=lambda pet: pet.id)
-    plain_twins = [created[i].id for i in (1, 3, 6)]
-    assert plain_twins == sorted(plain_twins)
+    assert created[0].id < created[2].id
+
+
+def test_a_create_whose_key_is_taken_stores_nothing_and_answers_the_record(url: str) -> None:
+    """D16: a claim on a key already stored rolls its animal back and answers the
+    record that won, replayed."""
+    claim = IdempotencyClaim(1, "k1", "fp-k1", NOW, NOW - timedelta(days=1))
+
+    async def scenario(store: PostgresStore) -> tuple[list[ClaimOutcome], list[Pet]]:
+        first = await store.create_pet_with_key(new_pet("solo"), claim=claim)
+        again = await store.create_pet_with_key(new_pet("again"), claim=claim)
+        return [first, again], await store.list_pets(status=None, after_id=0, limit=100)
+
+    (first, again), listed = run(url, scenario)
+    assert not first.replayed
+    assert again.replayed
+    assert again.record == IdempotencyRecord(1, "k1", "fp-k1", first.record.pet_id, ANY, NOW)
+    assert [pet.name for pet in listed] == ["solo"]
 
 
 def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None:
@@ -398,29 +399,6 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
     run(url, scenario)
 
 
-def test_statements_one_after_another_stay_on_a_warm_connection_then_hand_it_back(
-    url: str,
-) -> None:
-    """Single statements keep their connection out of the library's pool between them
-    (a checkout and a return cost the worker CPU on every statement), and every one is
-    back in the pool within WARM_SECONDS once they stop, so an idle instance holds no
-    more than the pool would. The metrics count a warm connection as available."""
-
-    async def scenario(store: PostgresStore) -> None:
-        library = store._pool._pool  # psycopg_pool's own counters
-        asked = library.get_stats().get("requests_num", 0)
-        for _ in range(20):
-            await store.list_api_keys()
-        assert library.get_stats().get("requests_num", 0) - asked <= 1  # not 20
-        stats = store.pool_stats()
-        assert stats["available"] == stats["size"]
-        assert library.get_stats()["pool_available"] == stats["size"] - 1
-        await asyncio.sleep(WARM_SECONDS + 0.2)
-        assert library.get_stats()["pool_available"] == store.pool_stats()["size"]
-
-    run(url, scenario)
-
-
 def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) -> None:
     """A write is not run again (its commit may have landed before the connection
     died): it answers 503 (D10), and the next write finds a live connection."""
@@ -452,7 +430,7 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
 
 def test_close_commits_creates_already_queued(url: str) -> None:
     async def main() -> list[Pet]:
-        store = await open_store(url)
+        store = GroupCommit(await open_store(url))
         pending = [asyncio.ensure_future(store.create_pet(new_pet(f"q{i}"))) for i in range(5)]
         await asyncio.sleep(0)
         await store.close()
@@ -522,136 +500,3 @@ def test_a_create_draws_its_id_only_once_it_holds_the_id_order_lock(url: str) ->
 
     waiter, holder_id = run(url, scenario)
     assert waiter.id > holder_id
-
-
-async def _ask_until(store: PostgresStore, pet_id: int, until: float) -> list[Pet | None]:
-    """getPet of ``pet_id`` every 0.1 s until the monotonic time ``until``."""
-    answers = []
-    while time.monotonic() < until:
-        answers.append(await store.get_pet(pet_id))
-        await asyncio.sleep(0.1)
-    return answers
-
-
-def test_an_animal_asked_for_is_read_again_before_it_goes_stale(url: str) -> None:
-    """One asked for again and again is read again in the background before its bound:
-    past its first read's bound it is answered while the table is locked, without
-    waiting for the database."""
-
-    async def scenario(store: PostgresStore) -> tuple[list[Pet | None], Pet | None]:
-        pet = await store.create_pet(new_pet("asked"))
-        assert isinstance(pet, Pet)
-        read_at = time.monotonic()
-        answers = await _ask_until(store, pet.id, read_at + KEPT_SECONDS - 0.2)
-        async with await psycopg.AsyncConnection.connect(url) as locker:
-            await locker.execute("LOCK TABLE pets IN ACCESS EXCLUSIVE MODE")
-            await asyncio.sleep(max(0.0, read_at + KEPT_SECONDS + 0.5 - time.monotonic()))
-            late = await asyncio.wait_for(store.get_pet(pet.id), 1.0)
-            await locker.rollback()
-        return answers, late
-
-    answers, late = run(url, scenario, timeout=2.0)
-    assert {answer.name if answer else None for answer in answers} == {"asked"}
-    assert late is not None
-    assert late.name == "asked"
-
-
-def test_an_animal_asked_for_and_deleted_outside_the_api_is_gone_within_the_bound(
-    url: str,
-) -> None:
-    """Being asked for keeps an animal read again, never answered after it is gone:
-    deleted outside the API, it is None within KEPT_SECONDS of the delete."""
-
-    async def scenario(store: PostgresStore) -> tuple[list[Pet | None], list[Pet | None]]:
-        pet = await store.create_pet(new_pet("deleted"))
-        assert isinstance(pet, Pet)
-        before = await _ask_until(store, pet.id, time.monotonic() + 1.5)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DELETE FROM pets WHERE id = %s", (pet.id,))
-        deleted_at = time.monotonic()
-        await _ask_until(store, pet.id, deleted_at + KEPT_SECONDS + 0.1)
-        return before, await _ask_until(store, pet.id, time.monotonic() + 2.5)
-
-    before, after = run(url, scenario)
-    assert {answer.name if answer else None for answer in before} == {"deleted"}
-    assert after == [None] * len(after)
-
-
-def test_a_kept_animal_is_read_again_after_the_bound(url: str) -> None:
-    """What getPet keeps in memory (store.kept) goes stale: an animal deleted outside
-    the API is None once KEPT_SECONDS have passed since it was read."""
-
-    async def scenario(store: PostgresStore) -> tuple[Pet | None, Pet | None, Pet | None]:
-        pet = await store.create_pet(new_pet("kept"))
-        assert isinstance(pet, Pet)
-        missing = await store.get_pet(pet.id + 1)
-        read_at = time.monotonic()
-        found = await store.get_pet(pet.id)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DELETE FROM pets WHERE id = %s", (pet.id,))
-        await asyncio.sleep(max(0.0, read_at + KEPT_SECONDS + 0.2 - time.monotonic()))
-        return missing, found, await store.get_pet(pet.id)
-
-    missing, found, after = run(url, scenario)
-    assert missing is None
-    assert found is not None
-    assert found.name == "kept"
-    assert after is None
-
-
-def test_every_animal_is_held_in_memory_after_the_first_look(url: str) -> None:
-    """At its first look (within REFRESH_SECONDS of opening) the store reads every
-    animal into columns (store.kept.PetColumns): afterwards an animal never asked for
-    is answered while the table is locked, without waiting for the database."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        ids = [
-            row[0]
-            for row in conn.execute(
-                "INSERT INTO pets (name, category_id, status) "
-                "SELECT 'held ' || n, n, 'sold' FROM generate_series(1, 5000) AS n RETURNING id"
-            )
-        ]
-    asked = [min(ids), ids[2499], max(ids)]
-
-    async def scenario(store: PostgresStore) -> list[Pet | None]:
-        await asyncio.sleep(REFRESH_SECONDS + 0.5)
-        async with await psycopg.AsyncConnection.connect(url) as locker:
-            await locker.execute("LOCK TABLE pets IN ACCESS EXCLUSIVE MODE")
-            found = [await asyncio.wait_for(store.get_pet(i), 1.0) for i in asked]
-            await locker.rollback()
-        return found
-
-    found = run(url, scenario)
-    assert [pet.id if pet else None for pet in found] == asked
-    assert found[1] == Pet(asked[1], "held 2500", 2500, PetStatus.SOLD)
-
-
-@pytest.mark.parametrize(
-    ("change", "expected"),
-    [
-        ("UPDATE pets SET name = 'renamed' WHERE name = 'changed'", "renamed"),
-        ("DELETE FROM pets WHERE name = 'changed'", None),
-        ("TRUNCATE pets", None),
-    ],
-)
-def test_an_animal_held_in_memory_and_changed_outside_the_api_is_answered_anew_within_the_bound(
-    url: str, change: str, expected: str | None
-) -> None:
-    """What the columns hold is dropped on every instance once the database says
-    animals changed outside the API (migration 0004's trigger): an UPDATE, a DELETE or
-    a TRUNCATE is seen within KEPT_SECONDS of its commit (docs/operations.md)."""
-
-    async def scenario(store: PostgresStore) -> tuple[Pet | None, Pet | None]:
-        pet = await store.create_pet(new_pet("changed"))
-        assert isinstance(pet, Pet)
-        await asyncio.sleep(REFRESH_SECONDS + 0.5)  # held now
-        before = await store.get_pet(pet.id)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(change)  # type: ignore[arg-type]
-        await asyncio.sleep(KEPT_SECONDS + 0.1)
-        return before, await store.get_pet(pet.id)
-
-    before, after = run(url, scenario)
-    assert before is not None
-    assert before.name == "changed"
-    assert (after.name if after else None) == expected

@@ -17,14 +17,13 @@ import gc
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from typing import cast
 
 from prometheus_client import start_http_server
 
 from petstore.server import errors, shutdown
+from petstore.server.clock import Clock, Monotonic, monotonic, utc_now
 from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
 from petstore.server.http.docs import DocsPages
@@ -35,39 +34,62 @@ from petstore.server.http.routes import Operation, Route
 from petstore.server.rules import pagination
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.idempotency import TTL, IdempotentCreates
+from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import Store, create_store
 from petstore.server.store.counters import Counters
+from petstore.server.store.group_commit import GroupCommit
+from petstore.server.store.kept_pets import KeptPets
+from petstore.server.store.read_grouping import GroupedReads
+from petstore.server.store.traced import TracedStore
 from petstore.server.telemetry import logs, tracing
 from petstore.server.telemetry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from petstore.server.telemetry.metrics import Metrics
 
-Clock = Callable[[], datetime]
 
-
-def utc_now() -> datetime:
-    """The current time, aware, in UTC: the default clock."""
-    return datetime.now(UTC)
+def compose_store(settings: Settings, *, monotonic: Monotonic = monotonic) -> Store:
+    """The store the app runs on: the plain backend of ``settings.database_url``, inside
+    the speed devices ``settings`` turns on, innermost first: group commit, read
+    grouping, kept animals (docs/architecture.md). The answers are the plain
+    store's with any of them on or off, bar changes made outside the API, which kept
+    animals see within their 5 s (``tests/test_devices.py``)."""
+    store = create_store(settings.database_url, pool_size=settings.database_pool_size)
+    if settings.group_commit:
+        store = GroupCommit(store)
+    if settings.read_grouping:
+        store = GroupedReads(store)
+    if settings.keep_answers:
+        store = KeptPets(store, monotonic=monotonic)
+    return store
 
 
 def create_app(
-    settings: Settings, *, clock: Clock = utc_now, drain_marker: str | None = None
+    settings: Settings,
+    *,
+    clock: Clock = utc_now,
+    monotonic: Monotonic = monotonic,
+    drain_marker: str | None = None,
 ) -> Service:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
-    idempotency records (D16) and key expiry; once the file ``drain_marker`` exists,
-    ``/readyz`` answers 503 (:mod:`petstore.server.shutdown`). The database must already be
-    migrated (``petstore db upgrade``); the lifespan connects to it.
+    idempotency records (D16) and key expiry, ``monotonic`` for what is kept for
+    seconds (verified keys, kept answers); once the file ``drain_marker`` exists,
+    ``/readyz`` answers 503 (:mod:`petstore.server.shutdown`). The database must
+    already be migrated (``petstore db upgrade``); the lifespan connects to it.
     """
-    store = create_store(settings.database_url, pool_size=settings.database_pool_size)
+    store = compose_store(settings, monotonic=monotonic)
     traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
     if traces is not None:
         system = "sqlite" if settings.sqlite_path is not None else "postgresql"
-        store = cast(Store, tracing.TracedStore(store, traces.tracer, system=system))
+        store = TracedStore(store, traces.tracer, system=system)
     rate_limiter = (
         RateLimiter(settings.rate_limit, counters=Counters(settings.redis_url))
         if settings.rate_limit_enabled
         else None
     )
+    signer = pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode())
+    pages: pagination.PageSource = pagination.Pages(store, signer)
+    if settings.keep_answers:
+        pages = KeptPages(pages, monotonic=monotonic)
     metrics = Metrics()
     metrics.watch_pool(store.pool_stats)
     if rate_limiter is not None:
@@ -75,11 +97,14 @@ def create_app(
         metrics.watch_rate_limit_store(lambda: limiter.store_error is not None)
     pets_api = PetsApi(
         store,
-        pages=pagination.Pages(
-            store, pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode())
-        ),
+        pages=pages,
         admission=Admission(
-            KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
+            KeyVerifier(
+                store,
+                clock=clock,
+                monotonic=monotonic,
+                cache_seconds=settings.key_cache_seconds,
+            ),
             rate_limiter,
         ),
         creates=Creates(

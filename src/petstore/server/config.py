@@ -88,6 +88,14 @@ class Settings(BaseSettings):
     staging_base_url: AnyHttpUrl = AnyHttpUrl("https://staging.petstore.example.com/v1")
     #: D9: HMAC key for signed cursors; shared by every instance of one deployment.
     cursor_secret: SecretStr = SecretStr(DEFAULT_CURSOR_SECRET)
+    #: Speed devices (docs/architecture.md); the service is correct with each off.
+    #: Creates that arrive together share one commit.
+    group_commit: bool = True
+    #: getPets that arrive together share one query.
+    read_grouping: bool = True
+    #: Found animals and listPets pages that more animals follow are answered from
+    #: memory for up to 5 s after their read (docs/operations.md).
+    keep_answers: bool = True
     #: D17: largest accepted request body, in bytes.
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 64 * 1024
     #: D13: how long a verified API key is trusted without a database read, in seconds.

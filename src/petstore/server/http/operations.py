@@ -25,7 +25,7 @@ from petstore.server.http.exchange import BodyReader, Exchange, Header
 from petstore.server.rules import keys, pets, ratelimit
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.idempotency import IdempotentCreates
-from petstore.server.rules.pagination import Pages
+from petstore.server.rules.pagination import PageSource
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import Store, migrate
 from petstore.server.telemetry.metrics import Metrics
@@ -78,7 +78,7 @@ class PetsApi:
         self,
         store: Store,
         *,
-        pages: Pages,
+        pages: PageSource,
         admission: Admission,
         creates: Creates,
         deprecation: Deprecation,

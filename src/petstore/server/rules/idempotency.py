@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from petstore.schemas import NewPet, Pet, encode
+from petstore.schemas import NewPet, encode
 from petstore.server import errors
 from petstore.server.store import IdempotencyClaim, Store
 
@@ -51,10 +51,10 @@ class IdempotentCreates:
             record = await store.find_idempotency_record(api_key_id, key, created_after=now - TTL)
             if record is None:
                 claim = IdempotencyClaim(api_key_id, key, digest, now, now - TTL)
-                result = await store.create_pet(new_pet, claim=claim)
-                if isinstance(result, Pet):
-                    return encode(result), False
-                record = result
+                outcome = await store.create_pet_with_key(new_pet, claim=claim)
+                if not outcome.replayed:
+                    return outcome.record.response, False
+                record = outcome.record
             if record.fingerprint != digest:
                 raise errors.IdempotencyKeyReused(
                     "this Idempotency-Key was already used with a different body"

@@ -1,7 +1,7 @@
-"""listPets pages: signed cursors (D9) and the cache of pages that cannot change.
+"""listPets pages: signed cursors (D9).
 
-:class:`Pages` is what listPets asks for a page: it verifies the cursor, reads the
-page, encodes it, issues the next cursor, and keeps the pages that can be kept.
+:class:`Pages` is what listPets asks for a page (:class:`PageSource`): it verifies
+the cursor, reads the page, encodes it and issues the next cursor.
 
 A cursor is the base64url (unpadded) of 10 bytes of payload followed by the first
 16 bytes of their HMAC-SHA256 under ``PETSTORE_CURSOR_SECRET``. The payload is a
@@ -16,7 +16,7 @@ import base64
 import binascii
 import hmac
 import struct
-import time
+from typing import Protocol
 
 from lru import LRU
 
@@ -24,15 +24,12 @@ from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.rules import pets
 from petstore.server.store import Store
-from petstore.server.store.kept import KEPT_SECONDS
 
 _VERSION = 1
 _PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
 _SIGNATURE_BYTES = 16
 _STATUSES = list(PetStatus)
 _VERIFIED_MAX = 10_000
-#: At most this many bytes of encoded listPets pages are held in memory.
-PAGE_CACHE_BYTES = 16 * 2**20
 
 
 class CursorSigner:
@@ -89,76 +86,9 @@ class CursorSigner:
         return int(last_id)
 
 
-#: A listPets page as asked: the status filter, the id it starts after, the limit.
-PageKey = tuple[PetStatus | None, int, int]
-
-
-class PageCache:
-    """Encoded pages of listPets that more animals follow, for a store whose such
-    pages never change through the API (``Store.full_pages_are_final``): a page asked
-    again, like the first page or one a cursor names, is answered without the
-    database, the JSON encoder or the signer. Served on SQLite it took S1 (the first
-    page) from 0.24 to 0.49 of the raw ASGI baseline, S2 from 0.11 to 0.47 and S5
-    (walking by cursor) from 0.20 to 0.40; holding the next cursor with each page, S5
-    to 0.53; on PostgreSQL (issue 28, a loaded machine), S1 0.33 -> 0.50, S2 0.41 ->
-    0.62, S5 0.29 -> 0.60 (docs/performance.md).
-
-    A page is answered from here for at most ``max_age`` seconds after it was read
-    (``store.kept.KEPT_SECONDS``: the bound on a change made outside the API,
-    docs/operations.md), and bounded by the bytes of the bodies held (``max_bytes``):
-    the pages used least recently make room (an ``lru.LRU`` in use order, the bytes
-    counted here). A page larger than ``max_bytes`` is not held.
-    """
-
-    def __init__(self, max_bytes: int, *, max_age: float = KEPT_SECONDS) -> None:
-        self._max_age = max_age
-        self._max_bytes = max_bytes
-        self._bytes = 0  # of the bodies held
-        # key -> ((body, next cursor), monotonic time it goes stale). Every body is at
-        # least 2 bytes ("[]"), so the count bound never drops a page before the bytes do.
-        self._pages: LRU[PageKey, tuple[tuple[bytes, str], float]] = LRU(max(1, max_bytes))
-
-    def get(self, key: PageKey) -> tuple[bytes, str] | None:
-        """The JSON body of the page ``key`` and the cursor of the page after it, if
-        held and read less than ``max_age`` seconds ago."""
-        held = self._pages.get(key)
-        if held is None:
-            return None
-        if held[1] <= time.monotonic():
-            self._drop(key)
-            return None
-        return held[0]
-
-    def put(
-        self, key: PageKey, body: bytes, next_cursor: str, *, read_at: float | None = None
-    ) -> None:
-        """Hold the page ``key``: its JSON ``body`` and the cursor that follows it, as
-        read at ``read_at`` (``time.monotonic()`` taken before the read; None: now)."""
-        if len(body) > self._max_bytes:
-            return
-        read_at = time.monotonic() if read_at is None else read_at
-        self._drop(key)
-        self._pages[key] = ((body, next_cursor), read_at + self._max_age)
-        self._bytes += len(body)
-        # Not popitem(): lru-dict 1.4.1's keeps a reference to what it returns
-        # (amitdev/lru-dict#64), so every page dropped stayed in memory.
-        while self._bytes > self._max_bytes and (oldest := self._pages.peek_last_item()):
-            self._drop(oldest[0])
-
-    def _drop(self, key: PageKey) -> None:
-        held = self._pages.pop(key, None)
-        if held is not None:
-            self._bytes -= len(held[0][0])
-
-
-class Pages:
-    """The pages of listPets over ``store``, their cursors signed by ``cursors``;
-    pages are kept in a :class:`PageCache` when the store's full pages are final."""
-
-    def __init__(self, store: Store, cursors: CursorSigner) -> None:
-        self._store = store
-        self._cursors = cursors
-        self._cache = PageCache(PAGE_CACHE_BYTES) if store.full_pages_are_final else None
+class PageSource(Protocol):
+    """What listPets asks for a page: :class:`Pages`, or a speed device around it
+    (``rules.kept_pages.KeptPages``)."""
 
     async def page(
         self, *, status: PetStatus | None, limit: int, cursor: str | None
@@ -170,21 +100,25 @@ class Pages:
         Raises InvalidRequest for a cursor not issued here or issued for another
         ``status``, and Unavailable when the database cannot be read.
         """
+        ...
+
+
+class Pages:
+    """The pages of listPets over ``store``, their cursors signed by ``cursors``."""
+
+    def __init__(self, store: Store, cursors: CursorSigner) -> None:
+        self._store = store
+        self._cursors = cursors
+
+    async def page(
+        self, *, status: PetStatus | None, limit: int, cursor: str | None
+    ) -> tuple[bytes, str | None]:
+        """:meth:`PageSource.page`."""
         after_id = 0 if cursor is None else self._cursors.last_id(cursor, status=status)
-        key = (status, after_id, limit)
-        cache = self._cache
-        if cache is not None:
-            cached = cache.get(key)
-            if cached is not None:
-                return cached
-        read_at = time.monotonic()
         page, more = await pets.list_page(
             self._store, status=status, limit=limit, after_id=after_id
         )
         body = encode(page)
         if not more:
             return body, None
-        next_cursor = self._cursors.issue(last_id=page[-1].id, status=status)
-        if cache is not None:
-            cache.put(key, body, next_cursor, read_at=read_at)
-        return body, next_cursor
+        return body, self._cursors.issue(last_id=page[-1].id, status=status)

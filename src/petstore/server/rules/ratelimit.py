@@ -5,8 +5,8 @@ instance shares one budget): :class:`petstore.server.store.counters.Counters`.
 :meth:`RateLimiter.hit` returns the request's :class:`Quota`; the HTTP layer turns it
 into the IETF fields of draft-ietf-httpapi-ratelimit-headers. The partition key is
 the API key's id, never the key. Hits are counted a turn of the event loop at a time,
-one increment per key (:class:`petstore.server.store.batch.TurnBatcher`), each hit
-still getting its own count. When Redis cannot be reached the service fails open: it
+one increment per key (:class:`petstore.server.batches.TurnBatcher`), each hit still
+getting its own count. When Redis cannot be reached the service fails open: it
 answers, logs the fault at most once a minute, and ``/readyz`` says so.
 """
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections import Counter
 from typing import NamedTuple
 
 from limits import RateLimitItem, parse
 from lru import LRU
 
-from petstore.server.store.batch import TurnBatcher
+from petstore.server import clock
+from petstore.server.batches import TurnBatcher
 from petstore.server.store.counters import Counters
 
 log = logging.getLogger("petstore.ratelimit")
@@ -64,9 +64,20 @@ class RateLimiter:
     """Counts requests per API key in fixed windows: of ``limit``, or of a key's own
     limit (D22) when :meth:`hit` names one."""
 
-    def __init__(self, limit: str, *, counters: Counters) -> None:
+    def __init__(
+        self,
+        limit: str,
+        *,
+        counters: Counters,
+        epoch: clock.Epoch = clock.epoch,
+        monotonic: clock.Monotonic = clock.monotonic,
+    ) -> None:
         """``limit`` in the ``limits`` notation (``600/minute``), counted in
-        ``counters``. Raises ValueError for a bad notation."""
+        ``counters``; ``epoch`` tells when a window ends (the storage states it in
+        epoch seconds), ``monotonic`` when the last failure was logged. Raises
+        ValueError for a bad notation."""
+        self._epoch = epoch
+        self._monotonic = monotonic
         self.item: RateLimitItem = parse(limit)
         #: Requests allowed per window, and the window's length in seconds.
         self.limit: int = self.item.amount
@@ -97,7 +108,7 @@ class RateLimiter:
         if counted is None:
             return None
         count, reset_at = counted
-        reset = max(0, math.ceil(reset_at - time.time()))
+        reset = max(0, math.ceil(reset_at - self._epoch()))
         limit = window.limit
         return Quota(
             limit - count if count < limit else 0, reset, None if count <= limit else reset
@@ -108,9 +119,8 @@ class RateLimiter:
         per hit: each hit's count in its window and the window's end (epoch
         seconds), or None for every hit while the store is unreachable (fail open).
 
-        One ``incr`` by the number of hits per key, where a hit each cost a request
-        about a seventh of a getPet served (docs/performance.md) and, with Redis, a
-        round trip. The counts are those of the hits one after the other: the
+        One ``incr`` by the number of hits per key instead of one per hit (with
+        Redis, a round trip each). The counts are those of the hits one after the other: the
         window's total less the hits that follow in the batch. The window's end is
         remembered per key and asked again only when a window opens or has passed.
         """
@@ -124,8 +134,8 @@ class RateLimiter:
                 totals = dict(zip(amounts, await asyncio.gather(*incrs), strict=True))
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self.store_error = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
-                self._logged_at = time.monotonic()
+            if self._monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
+                self._logged_at = self._monotonic()
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
             return [None] * len(windows)
         self.store_error = None
@@ -139,7 +149,7 @@ class RateLimiter:
     async def _incr(self, window: _Window, amount: int) -> tuple[int, float]:
         """Add ``amount`` hits to ``window``: its count before them, and its end."""
         count = await self._storage.incr(window.key, window.length, amount)
-        if count == amount or window.reset_at <= time.time():
+        if count == amount or window.reset_at <= self._epoch():
             window.reset_at = await self._storage.get_expiry(window.key)
         return count - amount, window.reset_at
 

@@ -1,16 +1,21 @@
 """Storage: the only package that speaks SQL.
 
 :class:`Store` is what the rules layer needs from a database, and the one place that
-says what a store does; each backend (``store.sqlite``, ``store.postgres``) implements
-it with plain SQL over its own driver, the SQL they share written once in
-``store.sql``. :func:`create_store` picks the backend from the database URL without
-connecting; :func:`open_store` also opens it.
+says what a store does. :class:`.queries.SQLStore` implements it once, over the small
+driver interface of :mod:`.driver`; each backend (:mod:`.sqlite`, :mod:`.postgres`)
+is that driver and its literal SQL. :func:`create_store` picks the backend from the
+database URL without connecting; :func:`open_store` also opens it.
+
+The speed devices (:mod:`.group_commit`, :mod:`.read_grouping`, :mod:`.kept_pets`)
+and :mod:`.traced` wrap a store in the same interface (:mod:`.decorator`); the app
+composes them (``server.app``), and no backend knows of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import msgspec
 
@@ -66,28 +71,32 @@ class IdempotencyRecord(msgspec.Struct, frozen=True):
     created_at: datetime
 
 
+class ClaimOutcome(NamedTuple):
+    """What a create under an Idempotency-Key left stored (D16): the key's ``record``
+    (the one this create stored with its animal, or the earlier one it lost to) and
+    whether the record was earlier (``replayed``: then nothing was created)."""
+
+    record: IdempotencyRecord
+    replayed: bool
+
+
 class SchemaOutOfDateError(RuntimeError):
     """The database's schema revision is not the one this code was built for."""
 
 
 class Store(Protocol):
-    """Typed queries over one database.
+    """Typed queries over one database: what the rules layer needs from it.
 
     Constructing a store does no I/O; :meth:`open` connects, and :meth:`close`
     releases what it holds. Every other method needs the store open, and raises
     ``errors.Unavailable`` when the database cannot be reached (or the store is not
     open, or closing). Use a store from one event loop.
-    """
 
-    #: True when a page of animals that more animals follow can never change through
-    #: the API, so its answer may be kept (for ``store.kept.KEPT_SECONDS``, the bound
-    #: on changes made outside the API): animals are never changed or removed (the
-    #: interface has no such operation) and every new id is above every committed one
-    #: (D5, D9). SQLite: one writer at a time and AUTOINCREMENT, within this file.
-    #: PostgreSQL: every create takes the id-order lock before it draws an id
-    #: (``postgres.ID_ORDER_LOCK``), on every instance; engines without that lock
-    #: cannot run the service's creates (docs/operations.md, section 9).
-    full_pages_are_final: bool
+    Animals are never changed or removed through a store (the interface has no such
+    operation), and every new id is above every committed one (D5, D9): a page of
+    animals that more animals follow never changes through the API. The speed
+    devices rely on that (docs/architecture.md).
+    """
 
     async def open(self) -> None:
         """Connect, then check the schema is current.
@@ -99,15 +108,21 @@ class Store(Protocol):
         """
         ...
 
-    async def create_pet(
-        self, new_pet: NewPet, *, claim: IdempotencyClaim | None = None
-    ) -> Pet | IdempotencyRecord:
-        """Insert one animal, durably committed before returning (D5: id assigned here).
+    async def create_pet(self, new_pet: NewPet) -> Pet:
+        """Insert one animal, durably committed before returning (D5: id assigned here)."""
+        ...
 
-        With a ``claim``, the idempotency record is written in the same transaction;
-        if an unexpired record of that key exists, nothing is written and that
-        record is returned instead (D16).
-        """
+    async def create_pets(self, new_pets: Sequence[NewPet]) -> list[Pet]:
+        """Insert ``new_pets`` in one commit, durable before returning; the animals in
+        the order given, their ids ascending in that order (D5, D9)."""
+        ...
+
+    async def create_pet_with_key(
+        self, new_pet: NewPet, *, claim: IdempotencyClaim
+    ) -> ClaimOutcome:
+        """Insert one animal and its idempotency record in one transaction (D16),
+        unless an unexpired record of the claim's key exists: then nothing is written
+        and that record is returned, ``replayed``."""
         ...
 
     async def find_idempotency_record(
@@ -126,6 +141,10 @@ class Store(Protocol):
 
     async def get_pet(self, pet_id: int) -> Pet | None:
         """The animal with this id, or None."""
+        ...
+
+    async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
+        """The animals of ``pet_ids`` in that order (one query), None where none."""
         ...
 
     async def create_api_key(

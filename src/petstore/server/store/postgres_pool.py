@@ -1,42 +1,38 @@
-"""The PostgreSQL store's connections: one bounded psycopg pool, every wait bounded.
+"""The PostgreSQL store's driver: one psycopg_pool pool, every wait bounded (D25).
 
-Every wait is bounded by ``timeout`` (D25): for a pooled connection, for a new
-connection (``connect_timeout``), for each statement on the server
-(``statement_timeout``, which also bounds the wait for the id-order lock) and on the
-client, since a server cut off or paused enforces nothing: a connection lent for
-longer than ``timeout`` is cut (:meth:`Pool.connection`). A dead peer is noticed by
-TCP within seconds (:data:`KEEPALIVES`). A database that cannot be reached within
-the bound raises ``errors.Unavailable`` (503 with Retry-After, D10); the pool
-reconnects by itself when the database is back. The pool lends connections untested
-(a test is a round trip on every request); a statement that finds its connection
-dead has the pool test and replace its idle ones, and a read is then run once more.
+Every wait is bounded by ``timeout`` seconds: for a pooled connection (the pool's
+own timeout), for a new connection (libpq's ``connect_timeout``), for each statement
+on the server (``statement_timeout``, which also bounds the wait for the id-order
+lock), and on the client, since a server cut off or paused enforces nothing: a
+statement or transaction not done within ``timeout`` is answered
+``errors.Unavailable`` at once and left to psycopg, which cancels it and hands the
+connection back (or closes it) in the background (:meth:`PostgresDatabase._bounded`).
+A dead peer is noticed by TCP within seconds (:data:`KEEPALIVES`); the pool
+reconnects by itself when the database is back.
 
-Single statements (:meth:`Pool.read`, :meth:`Pool.write`) keep a few connections
-warm between them, each with its cursor (:data:`WARM_MAX`), instead of handing each
-back to the library's pool: about 200 -> 139 us of the worker's CPU a statement.
+Connections are lent untested (a test is a round trip on every request): a read
+that finds its connection dead has the pool test its idle connections, replacing the
+dead ones, and runs once more, so that one request, not one per idle connection,
+meets a server restart. A write is never run twice: its commit may have landed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import os
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, LiteralString
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from petstore.server.store.batch import running_loop
-from petstore.server.store.queries import Reachable
+from petstore.server import errors
+from petstore.server.store.driver import Params, Reachable, Row, Statements, Transaction
 
 Connection = psycopg.AsyncConnection[TupleRow]
-Cursor = psycopg.AsyncCursor[TupleRow]
-_IDLE = psycopg.pq.TransactionStatus.IDLE
+T = TypeVar("T")
 
 #: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
 #: the migrations'. A peer that vanishes without a FIN (a host cut off, powered off)
@@ -54,6 +50,11 @@ KEEPALIVES: dict[str, str] = {
     "tcp_user_timeout": "5000",
 }
 
+#: PostgreSQL's "database not usable now" (D10, D25): a connection refused or lost,
+#: no pooled connection within the timeout (or a pool not open), a statement
+#: cancelled by ``statement_timeout``, a missing table (a database not migrated).
+reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
+
 
 def connection_options(url: str, **options: Any) -> dict[str, Any]:
     """The keyword arguments for ``psycopg.connect(url, ...)``: ``options``, then
@@ -63,60 +64,28 @@ def connection_options(url: str, **options: Any) -> dict[str, Any]:
     return {**{k: v for k, v in KEEPALIVES.items() if k not in given}, **options}
 
 
-class ConnectionLost(psycopg.OperationalError):
-    """A statement found its pooled connection dead: the server restarted, or something
-    between us and it cut the connection while it sat in the pool."""
+class _Transaction:
+    """Statements on one connection inside ``conn.transaction()``."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    async def fetch(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+        cursor = await self._conn.execute(statement, params)
+        return list(await cursor.fetchall()) if cursor.description is not None else []
 
 
-class NoAnswer(psycopg.OperationalError):
-    """The database did not answer within the timeout, and the connection was cut
-    (D25): it is paused, cut off, or overloaded. Not retried."""
+class PostgresDatabase:
+    """:class:`.driver.Database` over the ``postgresql://`` ``url`` with its
+    ``statements``: 1 to ``size`` connections (an idle instance holds one), every
+    wait bounded by ``timeout`` seconds, each session in UTC. Constructing it does no
+    I/O; :meth:`open` connects. Use it from one event loop."""
 
-
-#: PostgreSQL's "database not usable now" (D10, D25): a connection refused, lost
-#: or cut at the client-side bound, no pooled connection within the timeout (or a
-#: pool not open), a statement cancelled by ``statement_timeout``, a missing table
-#: (a database not migrated, or damaged).
-reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
-
-#: Connections kept out of the library's pool between single statements, at most:
-#: the batches that run one statement after another (creates, getPets, the pages of
-#: each filter) each find one there, with the cursor it used. A read of 8 animals in
-#: a loop costs the worker about 200 us of CPU through the pool with a new cursor,
-#: 170 us on a warm connection, 139 us with its cursor used again
-#: (docs/performance.md, "Warm connections").
-WARM_MAX = 4
-#: Seconds between the moments every warm connection goes back to the library's
-#: pool, which then applies its own upkeep (its lifetime, shrinking when idle), so an
-#: idle instance holds no more connections than the pool would a second later.
-WARM_SECONDS = 1.0
-
-
-def _cut(conn: Connection) -> None:
-    """Shut ``conn``'s socket down, both ways: whatever waits on it reads end of file
-    at once and fails with an OperationalError, the connection then broken. Not
-    ``close``: the event loop still watches the descriptor. Not ``cancel``: psycopg
-    would wait for the server's answer to the cancel request, which a paused server
-    never sends."""
-    if conn.closed:
-        return
-    with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-class Pool:
-    """Connections to the ``postgresql://`` ``url``: 1 to ``size`` of them (an idle
-    instance holds one; the pool grows under load and shrinks when idle), every wait
-    bounded by ``timeout`` seconds, each session in UTC. Constructing it does no I/O;
-    :meth:`open` connects. Use it from one event loop."""
-
-    def __init__(self, url: str, *, size: int, timeout: float) -> None:
+    def __init__(self, url: str, *, statements: Statements, size: int, timeout: float) -> None:
+        self.statements = statements
         self._url = url
         self._timeout = timeout
-        self._loop: asyncio.AbstractEventLoop | None = None  # see batch.running_loop
-        self._warm: list[tuple[Connection, Cursor]] = []  # idle, out of the library's pool
-        self._cooling: asyncio.TimerHandle | None = None  # the next _cool
-        self._returning: set[asyncio.Task[None]] = set()  # strong references until done
+        self._abandoned: set[asyncio.Task[Any]] = set()  # cut short, still finishing
         statement_ms = str(math.ceil(timeout * 1000))
 
         async def configure(conn: Connection) -> None:
@@ -142,6 +111,11 @@ class Pool:
             name="petstore",
         )
 
+    @property
+    def timeout(self) -> float:
+        """Seconds every wait for the database is bounded by (D25)."""
+        return self._timeout
+
     async def open(self) -> None:
         """Connect, and open the pool with its first connection.
 
@@ -155,139 +129,82 @@ class Pool:
             await probe.close()
             await self._pool.open(wait=True, timeout=self._timeout)
 
-    @property
-    def timeout(self) -> float:
-        """Seconds every wait for the database is bounded by (D25)."""
-        return self._timeout
+    async def read(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+        """One SELECT; run once more on another connection if its own was dead."""
+        return await self._bounded(self._run(statement, params, again=True))
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Connection]:
-        """A connection from the pool, lent untested: testing it first is a round trip
-        on every request (getPet in process: 2,530 -> 3,800 a second without,
-        docs/performance.md). One that turns out dead in use raises ConnectionLost,
-        after the pool has tested its idle connections and replaced the dead ones, so
-        that one request, not one per idle connection, meets a server restart.
+    async def write(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+        """One autocommit statement; never run twice (``errors.Unavailable`` when its
+        connection died: its commit's outcome is unknown, D25)."""
+        return await self._bounded(self._run(statement, params, again=False))
 
-        Bounded on the client (D25): ``timeout`` seconds after it was asked for, a
-        connection still lent is cut (:func:`_cut`), so a statement that gets no
-        answer (a server paused or cut off, which enforces no ``statement_timeout``)
-        raises ConnectionLost then; a write's outcome is then unknown, and its
-        caller is answered 503 (a retry with the same Idempotency-Key settles it,
-        D16). One timer a lending, no round trip. Raises psycopg_pool.PoolTimeout
-        when none is free within the timeout."""
-        conn, cut = await self._lend()
-        try:
-            yield conn
-        except psycopg.OperationalError as exc:
-            raise await self._failed(conn, cut, exc) from exc
-        finally:
-            cut.cancel()
-            await self._pool.putconn(conn)
+    async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``work`` inside ``BEGIN`` ... ``COMMIT`` on one connection, all of it
+        within the bound."""
 
-    async def _lend(self) -> tuple[Connection, asyncio.TimerHandle]:
-        """A connection from the library's pool and the timer that cuts it at its
-        deadline, ``timeout`` seconds from now (D25, :meth:`connection`)."""
-        loop = self._loop = running_loop(self._loop)
-        deadline = loop.time() + self._timeout
-        conn = await self._pool.getconn(self._timeout)
-        return conn, loop.call_at(deadline, _cut, conn)
+        async def transact() -> T:
+            async with self._pool.connection() as conn, conn.transaction():
+                return await work(_Transaction(conn))
 
-    async def _failed(
-        self, conn: Connection, cut: asyncio.TimerHandle, exc: psycopg.OperationalError
-    ) -> psycopg.OperationalError:
-        """What a statement that failed with ``exc`` on ``conn`` raises: ``exc`` itself
-        when the connection is whole (an error of the statement), NoAnswer when the
-        deadline cut it, else ConnectionLost once the pool has tested its idle
-        connections (the warm ones handed back first)."""
-        if not conn.broken:
-            return exc
-        if cut.when() <= running_loop(self._loop).time():  # cut at its deadline: no test
-            return NoAnswer(f"no answer within {self._timeout} s")
-        self._cool()
-        await asyncio.gather(*self._returning)
-        await self._pool.check()
-        return ConnectionLost(str(exc))
+        return await self._bounded(transact())
 
-    def _cool(self) -> None:
-        """Hand every warm connection back to the library's pool (:data:`WARM_SECONDS`)."""
-        if self._cooling is not None:
-            self._cooling.cancel()
-            self._cooling = None
-        warm, self._warm = self._warm, []
-        if warm:
-            task = asyncio.ensure_future(self._put_back(warm), loop=self._loop)
-            self._returning.add(task)
-            task.add_done_callback(self._returning.discard)
-
-    async def _put_back(self, warm: list[tuple[Connection, Cursor]]) -> None:
-        for conn, _ in warm:
-            await self._pool.putconn(conn)
-
-    async def read(
-        self, statement: LiteralString, params: tuple[Any, ...] = (), *, warm: bool = True
-    ) -> list[TupleRow]:
-        """The rows of one SELECT. One that met a dead connection is run once more, on
-        another: a read changes nothing, so running it twice is safe. ``warm=False``
-        (reads in the background, each second) takes no warm connection and leaves
-        none, so an idle instance's connections still go back to the library's pool.
-        Raises ``errors.Unavailable`` when the database cannot be reached."""
-        with reachable:
+    async def _run(self, statement: LiteralString, params: Params, *, again: bool) -> list[Row]:
+        async with self._pool.connection() as conn:
             try:
-                return await self._execute(statement, params, warm=warm)
-            except ConnectionLost:
-                return await self._execute(statement, params, warm=warm)
+                cursor = await conn.execute(statement, params)
+                return list(await cursor.fetchall()) if cursor.description is not None else []
+            except psycopg.OperationalError:
+                if not (again and conn.broken):
+                    raise
+        await self._pool.check()
+        return await self._run(statement, params, again=False)
 
-    async def write(self, statement: LiteralString, params: tuple[Any, ...]) -> list[TupleRow]:
-        """The rows (``RETURNING``) of one autocommit write. Not run again when its
-        connection died, as its commit may have landed first: raises
-        ``errors.Unavailable`` then, and when the database cannot be reached."""
-        with reachable:
-            return await self._execute(statement, params)
-
-    async def _execute(
-        self, statement: LiteralString, params: tuple[Any, ...], *, warm: bool = True
-    ) -> list[TupleRow]:
-        """One statement on a warm connection and its cursor if one is there (a cursor
-        used again keeps the types it has learnt; :data:`WARM_MAX`), else on one from
-        the library's pool, bounded as :meth:`connection` is; its rows. ``warm=False``:
-        on one from the library's pool, handed back at once."""
-        if warm and self._warm:
-            conn, cursor = self._warm.pop()
-            loop = self._loop = running_loop(self._loop)
-            cut = loop.call_at(loop.time() + self._timeout, _cut, conn)
-        else:
-            conn, cut = await self._lend()
-            cursor = conn.cursor()
+    async def _bounded(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work``'s result, run as a task of its own, or ``errors.Unavailable`` once
+        it has run ``timeout`` seconds. Not ``asyncio.timeout``: that would wait for
+        the cancelled statement, and psycopg cancels one by asking the server, which a
+        paused server never answers (psycopg gives up after 10 s). The task is
+        cancelled and left to finish; the driver's errors become ``Unavailable``."""
+        task = asyncio.ensure_future(work)
         try:
-            await cursor.execute(statement, params)
-            rows = await cursor.fetchall()
-        except BaseException as exc:
-            cut.cancel()
-            await self._pool.putconn(conn)  # closed there when broken
-            if isinstance(exc, psycopg.OperationalError):
-                raise await self._failed(conn, cut, exc) from exc
+            done, _ = await asyncio.wait((task,), timeout=self._timeout)
+        except asyncio.CancelledError:
+            self._abandon(task)
             raise
-        cut.cancel()
-        if warm and len(self._warm) < WARM_MAX and conn.pgconn.transaction_status == _IDLE:
-            self._warm.append((conn, cursor))
-            if self._cooling is None:
-                self._cooling = running_loop(self._loop).call_later(WARM_SECONDS, self._cool)
-        else:
-            await self._pool.putconn(conn)
-        return rows
+        if not done:
+            self._abandon(task)
+            raise errors.Unavailable(
+                f"the database did not answer within {self._timeout:g} s; retry shortly"
+            )
+        with reachable:
+            return task.result()
+
+    def _abandon(self, task: asyncio.Task[Any]) -> None:
+        task.cancel()
+        self._abandoned.add(task)
+        task.add_done_callback(_forget(self._abandoned))
 
     def stats(self) -> dict[str, int]:
-        """``size``, ``available`` (idle connections, the warm ones included) and
-        ``requests_waiting``."""
+        """``size``, ``available`` (idle connections) and ``requests_waiting``."""
         stats = self._pool.get_stats()
         return {
             "size": stats.get("pool_size", 0),
-            "available": stats.get("pool_available", 0) + len(self._warm),
+            "available": stats.get("pool_available", 0),
             "requests_waiting": stats.get("requests_waiting", 0),
         }
 
     async def close(self) -> None:
-        """Close every connection; safe whether or not the pool was opened."""
-        self._cool()
-        await asyncio.gather(*self._returning)
-        await self._pool.close()
+        """Let the statements cut short finish (within the bound), then close every
+        connection; safe whether or not the pool was opened."""
+        if self._abandoned:
+            await asyncio.wait(self._abandoned, timeout=self._timeout)
+        await self._pool.close(timeout=self._timeout)
+
+
+def _forget(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    def done(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: it was answered already
+
+    return done

@@ -1,132 +1,150 @@
-"""What both backends do the same way, written once: the error guard
-(:class:`Reachable`), a create's claim on its Idempotency-Key (:func:`claimed_create`),
-and the queries of API keys, idempotency records and the schema revision
-(:class:`SharedQueries`).
-
-A backend differs only in its :class:`Dialect` (placeholder style, how timestamps are
-stored) and in how it runs a statement: SQLite synchronously, on the event loop or
-its writer thread; PostgreSQL asynchronously over its pool. So the claim is written
-as a generator of statements, driven by each backend's own loop
-(``sqlite._insert_pet``, ``postgres._insert_claimed``): the logic once, no I/O in it.
+"""The store, written once: :class:`SQLStore` turns each :class:`~petstore.server.store.Store`
+operation into the backend's statements (:class:`.driver.Statements`) and the rows
+into values, over the backend's :class:`.driver.Database`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, LiteralString, NamedTuple
+from typing import Any
 
-from petstore.schemas import NewPet, Pet, encode
+import msgspec
+
+from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.server import errors
-from petstore.server.store import ApiKey, ApiKeyRecord, IdempotencyClaim, IdempotencyRecord, sql
-
-#: A statement and its parameters, as a backend runs it.
-Statement = tuple[LiteralString, tuple[Any, ...]]
-#: What a driver sends back into :func:`claimed_create` for each statement: the
-#: first row (None when none), or for :attr:`Dialect.insert_pet` the new animal's id.
-Answer = Any
-
-
-class Reachable:
-    """``with reachable:`` turns the driver errors of ``unavailable`` (types, never
-    message text) into ``errors.Unavailable`` (503 with Retry-After, D10, D25): the
-    database cannot be used now, and a retry shortly may succeed. A class, not a
-    generator: it is entered on every read, and entering it allocates nothing."""
-
-    __slots__ = ("_unavailable",)
-
-    def __init__(self, *unavailable: type[BaseException]) -> None:
-        self._unavailable = unavailable
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if kind is not None and issubclass(kind, self._unavailable):
-            raise errors.Unavailable("the database is unavailable; retry shortly") from exc
+from petstore.server.store import (
+    ApiKey,
+    ApiKeyRecord,
+    ClaimOutcome,
+    IdempotencyClaim,
+    IdempotencyRecord,
+    require_current_schema,
+)
+from petstore.server.store.driver import Database, Row, Transaction
 
 
-class Dialect(NamedTuple):
-    """One backend's spelling of the shared statements (:mod:`store.sql`) and of
-    timestamps: ``to_db`` turns an aware datetime into a parameter, ``from_db`` a
-    stored value (or NULL) back into a datetime (or None)."""
-
-    insert_pet: LiteralString
-    delete_expired_claim: LiteralString
-    insert_claim: LiteralString
-    select_claim: LiteralString
-    find_idempotency_record: LiteralString
-    insert_api_key: LiteralString
-    list_api_keys: LiteralString
-    revoke_api_key: LiteralString
-    find_api_keys: LiteralString
-    count_active_api_keys: LiteralString
-    schema_exists: LiteralString
-    schema_revision: LiteralString
-    to_db: Callable[[datetime], Any]
-    from_db: Callable[[Any], datetime | None]
-
-    def idempotency_record(self, row: Sequence[Any]) -> IdempotencyRecord:
-        """The record of a row of ``sql.IDEMPOTENCY_COLUMNS``."""
-        created_at = self.from_db(row[5])
-        assert created_at is not None  # NOT NULL
-        return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4].encode(), created_at)
+class _ClaimLost(Exception):
+    """Inside a create's transaction: an unexpired record of its key is stored."""
 
 
-def claimed_create(
-    dialect: Dialect, new: NewPet, claim: IdempotencyClaim
-) -> Generator[Statement, Answer, Pet | IdempotencyRecord]:
-    """The statements of one create with an Idempotency-Key (D16), inside a
-    transaction the driver has open: the animal and its record in a savepoint,
-    rolled back, and the existing record returned, when an unexpired record of the
-    key is already stored. Returns the new animal, or that record.
+class SQLStore:
+    """:class:`petstore.server.store.Store` over ``database``. Constructing it does no
+    I/O; :meth:`open` connects."""
 
-    The driver sends back the answer of each statement (:data:`Answer`); a
-    statement that fails raises in the driver, which rolls the transaction back.
-    """
-    yield "SAVEPOINT claim", ()
-    expired_before = dialect.to_db(claim.expired_before)
-    yield dialect.delete_expired_claim, (claim.api_key_id, claim.key, expired_before)
-    pet_id = yield dialect.insert_pet, (new.name, new.category_id, new.status.value)
-    pet = Pet(pet_id, new.name, new.category_id, new.status)
-    record = (claim.api_key_id, claim.key, claim.fingerprint, pet_id, encode(pet).decode())
-    if (yield dialect.insert_claim, (*record, dialect.to_db(claim.created_at))) is not None:
-        yield "RELEASE claim", ()
-        return pet
-    yield "ROLLBACK TO claim", ()
-    yield "RELEASE claim", ()
-    row = yield dialect.select_claim, (claim.api_key_id, claim.key)
-    assert row is not None  # the record that won over this claim
-    return dialect.idempotency_record(row)
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._sql = database.statements
 
+    async def open(self) -> None:
+        """Connect, then check the schema (``Store.open``)."""
+        try:
+            await self.database.open()
+            await require_current_schema(self)
+        except BaseException:
+            await self.close()
+            raise
 
-class SharedQueries:
-    """The Store methods whose SQL and results are the same on both backends; a
-    backend supplies :attr:`dialect`, :meth:`_read` (a SELECT's rows) and
-    :meth:`_write` (an autocommit write's ``RETURNING`` rows), each raising
-    ``errors.Unavailable`` when the database cannot be reached."""
+    async def close(self) -> None:
+        """Release the connections (``Store.close``)."""
+        await self.database.close()
 
-    dialect: Dialect
+    def pool_stats(self) -> dict[str, int]:
+        """The driver's connection figures, and no write waiting here."""
+        return {**self.database.stats(), "writes_waiting": 0}
 
-    async def _read(
-        self, statement: LiteralString, params: tuple[Any, ...] = ()
-    ) -> Sequence[Sequence[Any]]:
-        raise NotImplementedError
+    # Animals ---------------------------------------------------------------------
 
-    async def _write(
-        self, statement: LiteralString, params: tuple[Any, ...]
-    ) -> Sequence[Sequence[Any]]:
-        raise NotImplementedError
+    async def create_pet(self, new_pet: NewPet) -> Pet:
+        """One animal, committed (``Store.create_pet``)."""
+        return (await self.create_pets((new_pet,)))[0]
+
+    async def create_pets(self, new_pets: Sequence[NewPet]) -> list[Pet]:
+        """The animals of ``new_pets`` in one statement (``Store.create_pets``)."""
+        rows = await self.database.write(self._sql.insert_pets, (_as_json(new_pets),))
+        return _inserted(new_pets, rows)
+
+    async def create_pet_with_key(
+        self, new_pet: NewPet, *, claim: IdempotencyClaim
+    ) -> ClaimOutcome:
+        """The animal and its record in one transaction, or the record the claim lost
+        to (``Store.create_pet_with_key``, D16). Raises ``errors.IdempotencyConflict``
+        when the record it lost to is gone by the time it is read (purged, or
+        replaced after expiring): the client's retry settles it."""
+        sql = self._sql
+
+        async def create(tx: Transaction) -> IdempotencyRecord:
+            if sql.lock_id_order is not None:
+                await tx.fetch(sql.lock_id_order)
+            expired_before = sql.to_db(claim.expired_before)
+            await tx.fetch(sql.delete_expired_claim, (claim.api_key_id, claim.key, expired_before))
+            ((pet_id,),) = await tx.fetch(
+                sql.insert_pet, (new_pet.name, new_pet.category_id, new_pet.status.value)
+            )
+            pet = Pet(pet_id, *new_pet_fields(new_pet))
+            response = encode(pet)
+            params = (claim.api_key_id, claim.key, claim.fingerprint, pet_id, response.decode())
+            if not await tx.fetch(sql.insert_claim, (*params, sql.to_db(claim.created_at))):
+                raise _ClaimLost  # rolls the animal back
+            return IdempotencyRecord(
+                claim.api_key_id, claim.key, claim.fingerprint, pet_id, response, claim.created_at
+            )
+
+        try:
+            return ClaimOutcome(await self.database.in_transaction(create), replayed=False)
+        except _ClaimLost:
+            pass
+        rows = await self.database.read(sql.select_claim, (claim.api_key_id, claim.key))
+        if not rows:
+            raise errors.IdempotencyConflict(
+                "a request with this Idempotency-Key was being processed; retry"
+            )
+        return ClaimOutcome(self._record(rows[0]), replayed=True)
+
+    async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+        """A keyset page (``Store.list_pets``)."""
+        if status is None:
+            rows = await self.database.read(self._sql.list_pets, (after_id, limit))
+        else:
+            rows = await self.database.read(
+                self._sql.list_pets_of_status, (status.value, after_id, limit)
+            )
+        return [pet_from_row(row) for row in rows]
+
+    async def get_pet(self, pet_id: int) -> Pet | None:
+        """One animal by id (``Store.get_pet``)."""
+        rows = await self.database.read(self._sql.get_pet, (pet_id,))
+        return pet_from_row(rows[0]) if rows else None
+
+    async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
+        """Animals by id, one query (``Store.get_pets``)."""
+        rows = await self.database.read(self._sql.get_pets, (_as_json(pet_ids),))
+        found = {row[0]: pet_from_row(row) for row in rows}
+        return [found.get(pet_id) for pet_id in pet_ids]
+
+    # Idempotency records (D16) -------------------------------------------------------
 
     async def find_idempotency_record(
         self, api_key_id: int, key: str, *, created_after: datetime
     ) -> IdempotencyRecord | None:
-        d = self.dialect
-        params = (api_key_id, key, d.to_db(created_after))
-        rows = await self._read(d.find_idempotency_record, params)
-        return d.idempotency_record(rows[0]) if rows else None
+        """``Store.find_idempotency_record``."""
+        params = (api_key_id, key, self._sql.to_db(created_after))
+        rows = await self.database.read(self._sql.find_idempotency_record, params)
+        return self._record(rows[0]) if rows else None
+
+    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
+        """``Store.purge_idempotency_records``."""
+        params = (self._sql.to_db(created_before),)
+        return len(
+            await self.database.write(self._sql.purge_idempotency_records, params)
+        )  # a row each
+
+    def _record(self, row: Row) -> IdempotencyRecord:
+        created_at = self._sql.from_db(row[5])
+        assert created_at is not None  # NOT NULL
+        return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4].encode(), created_at)
+
+    # API keys (D13) --------------------------------------------------------------
 
     async def create_api_key(
         self,
@@ -139,30 +157,74 @@ class SharedQueries:
         scopes: tuple[str, ...],
         rate_limit: str | None,
     ) -> ApiKey:
-        d = self.dialect
-        created, expires = d.to_db(created_at), None if expires_at is None else d.to_db(expires_at)
-        params = (name, prefix, key_hash, created, expires, " ".join(scopes), rate_limit)
-        return sql.api_key((await self._write(d.insert_api_key, params))[0], time=d.from_db)
+        """``Store.create_api_key``; scopes are stored space-separated."""
+        to_db = self._sql.to_db
+        expires = None if expires_at is None else to_db(expires_at)
+        params = (name, prefix, key_hash, to_db(created_at), expires, " ".join(scopes), rate_limit)
+        return self._api_key((await self.database.write(self._sql.insert_api_key, params))[0])
 
     async def list_api_keys(self) -> list[ApiKey]:
-        rows = await self._read(self.dialect.list_api_keys)
-        return [sql.api_key(row, time=self.dialect.from_db) for row in rows]
+        """``Store.list_api_keys``."""
+        return [self._api_key(row) for row in await self.database.read(self._sql.list_api_keys)]
 
     async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        at_value = self.dialect.to_db(at)
-        return bool(await self._write(self.dialect.revoke_api_key, (at_value, key_id)))
+        """``Store.revoke_api_key``."""
+        params = (self._sql.to_db(at), key_id)
+        return bool(await self.database.write(self._sql.revoke_api_key, params))
 
     async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        rows = await self._read(self.dialect.find_api_keys, (prefix,))
-        return [sql.api_key_record(row, time=self.dialect.from_db) for row in rows]
+        """``Store.find_api_keys``."""
+        time = self._sql.from_db
+        rows = await self.database.read(self._sql.find_api_keys, (prefix,))
+        return [
+            ApiKeyRecord(row[0], row[1], time(row[2]), time(row[3]), tuple(row[4].split()), row[5])
+            for row in rows
+        ]
 
     async def count_active_api_keys(self, *, now: datetime) -> int:
-        rows = await self._read(self.dialect.count_active_api_keys, (self.dialect.to_db(now),))
+        """``Store.count_active_api_keys``."""
+        rows = await self.database.read(self._sql.count_active_api_keys, (self._sql.to_db(now),))
         return int(rows[0][0])
 
+    def _api_key(self, row: Row) -> ApiKey:
+        time = self._sql.from_db
+        created_at = time(row[3])
+        assert created_at is not None  # NOT NULL
+        scopes = tuple(row[6].split())
+        return ApiKey(
+            row[0], row[1], row[2], created_at, time(row[4]), time(row[5]), scopes, row[7]
+        )
+
     async def schema_revision(self) -> str | None:
-        (exists,) = (await self._read(self.dialect.schema_exists))[0]
+        """``Store.schema_revision``."""
+        ((exists,),) = await self.database.read(self._sql.schema_exists)
         if not exists:
             return None
-        rows = await self._read(self.dialect.schema_revision)
+        rows = await self.database.read(self._sql.schema_revision)
         return str(rows[0][0]) if rows else None
+
+
+def _as_json(values: Sequence[Any]) -> str:
+    """``values`` (NewPets, or ids) as one JSON text parameter."""
+    return msgspec.json.encode(values).decode()
+
+
+def _inserted(new_pets: Sequence[NewPet], rows: list[Row]) -> list[Pet]:
+    """The animals of ``new_pets``, in order, from the rows their insert returned.
+
+    Neither database promises that ``RETURNING`` lists rows in the order of the
+    ``SELECT`` that fed them, so each row comes back with its content and is matched
+    to a NewPet of the same content; equal NewPets take their ids in ascending order.
+    """
+    ids: dict[tuple[Any, ...], list[int]] = {}  # content -> ids, descending
+    for pet_id, *content in sorted(map(tuple, rows), reverse=True):
+        ids.setdefault(tuple(content), []).append(pet_id)
+    return [
+        Pet(ids[new.name, new.category_id, new.status.value].pop(), *new_pet_fields(new))
+        for new in new_pets
+    ]
+
+
+def new_pet_fields(new: NewPet) -> tuple[str, int, PetStatus]:
+    """A NewPet's name, category id and status, as :class:`Pet` takes them after its id."""
+    return new.name, new.category_id, new.status

@@ -1,7 +1,6 @@
 """The SQLite store's two connections: how each is opened, what their errors mean
-(:data:`reachable`), the thread that owns the write one, so that the event loop
-never waits on a lock or an fsync, and SQLite's spelling of the shared statements and
-timestamps (:data:`DIALECT`)."""
+(:data:`reachable`), the thread that commits on the write one, so that the event
+loop never waits on a lock or an fsync, and how timestamps are stored."""
 
 from __future__ import annotations
 
@@ -17,16 +16,15 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from petstore.server import errors
-from petstore.server.store import sql
-from petstore.server.store.batch import running_loop
-from petstore.server.store.queries import Dialect, Reachable
+from petstore.server.batches import running_loop
+from petstore.server.store.driver import Reachable
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
 #: KiB of database pages the read connection keeps in memory (SQLite's default is
-#: 2,000 KiB). 32 MiB holds the pets table of a million animals, so a getPet among
-#: them reads no page from the file (docs/performance.md); SQLite allocates the
-#: pages only as they are read, and drops them when another connection commits.
+#: 2,000 KiB): the pets table of a million animals, so a getPet among them reads no
+#: page from the file. SQLite allocates the pages only as they are read, and drops
+#: them when another connection commits.
 READ_CACHE_KIB = 32 * 1024
 
 _T = TypeVar("_T")
@@ -61,15 +59,17 @@ def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
 class Writer:
     """The thread that owns the write connection to ``path`` and runs write jobs one
     at a time, in submission order. Each job's result is handed back to the
-    submitting event loop's future: one queue put and one thread-safe callback, with
-    none of an executor's bookkeeping (a lone create spends more there than in
-    SQLite). Constructing it starts nothing; :meth:`start` does."""
+    submitting event loop's future: one queue put and one thread-safe callback.
+    Constructing it starts nothing; :meth:`start` does. :attr:`connection` is the
+    write connection, for statements run on the event loop while no job runs
+    (:class:`petstore.server.store.sqlite.SQLiteDatabase`'s transactions)."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # see batch.running_loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # see batches.running_loop
+        self.connection: sqlite3.Connection | None = None
 
     async def start(self) -> None:
         """Start the thread and connect; raises what connecting raised."""
@@ -103,6 +103,7 @@ class Writer:
         except BaseException as exc:
             opened.set_exception(exc)
             return
+        self.connection = conn
         opened.set_result(None)
         while (entry := self._jobs.get()) is not None:
             job, future = entry
@@ -116,6 +117,7 @@ class Writer:
             # thread goes on to the next job, and to closing the connection.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, *outcome)
+        self.connection = None
         conn.close()
 
 
@@ -137,25 +139,3 @@ def iso(value: datetime) -> str:
 def parse_time(value: str | None) -> datetime | None:
     """A stored timestamp (or NULL) back as an aware datetime (or None)."""
     return None if value is None else datetime.fromisoformat(value)
-
-
-#: SQLite's spelling: ``?`` placeholders, timestamps as ISO text in UTC; the new
-#: animal's id from ``lastrowid`` (one statement step fewer than ``RETURNING``).
-DIALECT = Dialect(
-    insert_pet=sql.INSERT_PET,
-    delete_expired_claim=sql.DELETE_EXPIRED_CLAIM,
-    insert_claim=sql.INSERT_CLAIM,
-    select_claim=sql.SELECT_CLAIM,
-    find_idempotency_record=sql.FIND_IDEMPOTENCY_RECORD,
-    insert_api_key=sql.INSERT_API_KEY,
-    list_api_keys=sql.LIST_API_KEYS,
-    revoke_api_key=sql.REVOKE_API_KEY,
-    find_api_keys=sql.FIND_API_KEYS,
-    count_active_api_keys=sql.COUNT_ACTIVE_API_KEYS,
-    schema_exists=(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
-    ),
-    schema_revision=sql.SCHEMA_REVISION,
-    to_db=iso,
-    from_db=parse_time,
-)

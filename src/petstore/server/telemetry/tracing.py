@@ -6,8 +6,8 @@ slice, no library). Spans are exported only when the standard
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (and
 ``OTEL_SDK_DISABLED`` is not ``true``): then :func:`tracing_from_environment` builds
 the OpenTelemetry SDK's tracer with its OTLP/HTTP exporter, configured by the other
-``OTEL_*`` variables as the SDK reads them, and :class:`TracedStore` wraps the store
-so each database call of a request is a child span of the request's server span.
+``OTEL_*`` variables as the SDK reads them, and ``store.traced.TracedStore`` wraps the
+store so each database call of a request is a child span of the request's server span.
 Unset, nothing of OpenTelemetry is imported and a request does no tracing work.
 """
 
@@ -72,58 +72,6 @@ def tracing_from_environment() -> Tracing | None:
     provider = TracerProvider(resource=Resource.create({"service.name": name}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return Tracing(provider.get_tracer("petstore"), provider.shutdown)
-
-
-#: The database operation and table of each Store method, for its span's name and
-#: attributes (OpenTelemetry database semantic conventions).
-_STORE_CALLS: dict[str, tuple[str, str]] = {
-    "create_pet": ("INSERT", "pets"),
-    "get_pet": ("SELECT", "pets"),
-    "list_pets": ("SELECT", "pets"),
-    "find_idempotency_record": ("SELECT", "idempotency_records"),
-    "purge_idempotency_records": ("DELETE", "idempotency_records"),
-    "find_api_keys": ("SELECT", "api_keys"),
-    "schema_revision": ("SELECT", "alembic_version"),
-}
-
-
-class TracedStore:
-    """``store`` with a child span around each database call of a request (D23): named
-    ``<operation> <table>``, with ``db.system.name`` (``sqlite`` or ``postgresql``),
-    ``db.operation.name`` and ``db.collection.name``. A call that the store batches
-    with others (group commit, a turn's reads) is one span per caller, covering the
-    wait for its batch. Every other attribute is the store's own."""
-
-    def __init__(self, store: Any, tracer: Tracer, *, system: str) -> None:
-        self._store = store
-        self._tracer = tracer
-        self._system = system
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._store, name)
-        call = _STORE_CALLS.get(name)
-        if call is None:
-            return attribute
-        return self._traced(attribute, *call)
-
-    def _traced(self, method: Callable[..., Any], operation: str, table: str) -> Callable[..., Any]:
-        from opentelemetry.trace import SpanKind, get_current_span
-
-        async def traced(*args: Any, **kwargs: Any) -> Any:
-            if not get_current_span().is_recording():  # a request not sampled
-                return await method(*args, **kwargs)
-            with self._tracer.start_as_current_span(
-                f"{operation} {table}",
-                kind=SpanKind.CLIENT,
-                attributes={
-                    "db.system.name": self._system,
-                    "db.operation.name": operation,
-                    "db.collection.name": table,
-                },
-            ):
-                return await method(*args, **kwargs)
-
-        return traced
 
 
 def server_span(tracer: Tracer, *, method: str, scheme: str, path: str, headers: list[Any]) -> Any:

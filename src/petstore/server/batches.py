@@ -1,26 +1,18 @@
 """Batches: work submitted close together is done together, each caller still
 getting its own result.
 
-:class:`Batcher` (group commit, and grouped reads on PostgreSQL): work that arrives
-while a batch is in progress waits and goes together into the next one. Each caller
-is answered only after the commit that holds its write, so it costs no durability;
-it saves one transaction and one fsync per write when writes are concurrent. A
-create that finds no commit running waits :data:`CREATE_WAIT_TURNS` turns of the
-event loop first (about 15 us on an idle worker), so that creates arriving
-meanwhile share its commit. A grouped read starts after each of its callers
-arrived, so it sees every write answered before, as a read of its own would; it
-saves one round trip per read when reads are concurrent. Measured served on
-PostgreSQL: a group commit's creates in one statement took S4 from 0.228 to 0.486
-of the raw ASGI baseline, the pages of many cursors in one query S5 from 0.168 to
-0.329 (docs/performance.md).
+:class:`Batcher` (group commit, grouped reads): work that arrives while a batch is in
+progress waits and goes together into the next one. Each caller of a write is
+answered only after the commit that holds its write, so batching costs no
+durability; it saves a transaction (and an fsync) per write when writes are
+concurrent. A grouped read starts after each of its callers arrived, so it sees
+every write answered before, as a read of its own would.
 
-:class:`TurnBatcher` (getPet on SQLite, rate-limit counts): work submitted during one
-turn of the event loop is done together at the start of the next turn. Under load a
-turn holds tens of requests; one SQLite query for all of them hands the GIL to the
-server's threads three times instead of three times each, and one counter increment
-replaces one per request: served, S3 +18% (getPets, 59c439d) and S3 +5%, S6 +9%
-(rate-limit hits, 99ebe91; docs/performance.md). With no load the next turn follows
-at once, so a caller waits microseconds.
+:class:`TurnBatcher` (rate-limit counts): what is submitted during one turn of the
+event loop is done together at the start of the next turn. Under load a turn holds
+tens of requests; with no load the next turn follows at once.
+
+Neither reads the time; both are used from one event loop.
 """
 
 from __future__ import annotations
@@ -37,17 +29,15 @@ Result = TypeVar("Result")
 #: Items in one batch at most, so one transaction or query stays short.
 MAX_BATCH = 256
 #: Turns of the event loop a create that finds no commit running waits before its
-#: commit starts, on both stores (``Batcher(wait_turns=...)``). Side by side with
-#: the commit before (``bench.compare``, 6 rounds of 4 s): PostgreSQL S4 1.070, S6
-#: 1.030, S1 1.010, S3 1.003; SQLite S4 1.079, S6 1.031, S3 0.997; one client
-#: creating one animal after another is as fast (docs/performance.md).
+#: commit starts (``Batcher(wait_turns=...)``), so that creates arriving meanwhile
+#: share it: about 15 us on an idle loop, one turn's requests each on a busy one.
 CREATE_WAIT_TURNS = 8
 
 
 def running_loop(last: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
     """The running event loop: ``last`` (the loop a batcher last ran on) while it runs,
     else ``asyncio.get_running_loop()``, which asks the operating system for the
-    process id each time (a system call, 0.2 us; a batcher runs on every request).
+    process id each time (a system call; a batcher runs on every request).
     Code that runs on one thread has one running loop. Raises RuntimeError when no
     loop runs."""
     if last is not None and last.is_running():
@@ -65,11 +55,9 @@ class Batcher(Generic[Item, Result]):
 
     An item that finds no batch running starts one at once, or with ``wait_turns``
     after that many turns of the event loop, so that items submitted meanwhile join
-    it; the next batch starts from the done-callback of the one before, at once. On
-    an idle loop eight turns take about 15 us; on a busy one each turn answers many
-    requests. When ``commit`` returns a future (the SQLite writer thread's), no task
-    sits between a caller and its commit: a task switch costs a lone create more
-    than its SQL. A coroutine runs as a task of its own. Either way a caller that is
+    it; the next batch starts from the done-callback of the one before, at once. A
+    ``commit`` coroutine runs as a task of its own; one that returns a future is
+    awaited through it, with no task in between. Either way a caller that is
     cancelled does not stop the batch it is in.
     """
 

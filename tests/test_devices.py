@@ -1,0 +1,240 @@
+"""Each speed device gives the plain store's answers (issue: the core; STYLE "Mend").
+
+A stateful property test (hypothesis) runs random sequences of creates (one at a
+time and many at once, with and without an Idempotency-Key), getPets, list walks
+and changes made outside the API (an operator's UPDATE or DELETE in SQL) against two
+stores on one database: the plain store and the same store inside the devices under
+test (``server.app.compose_store``, and ``KeptPages`` around the pages), moving the
+injected clock by hand. Both must answer alike and as a model of the database does,
+except that an animal or page changed outside the API may be answered as it was for
+up to ``KEPT_SECONDS`` after the change (docs/operations.md). No test sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from petstore.schemas import NewPet, Pet, PetStatus
+from petstore.server.app import compose_store
+from petstore.server.config import Settings
+from petstore.server.rules.idempotency import TTL, fingerprint
+from petstore.server.rules.kept_pages import KeptPages
+from petstore.server.rules.pagination import CursorSigner, Pages, PageSource
+from petstore.server.store import IdempotencyClaim, Store, open_store
+from petstore.server.store.kept_pets import KEPT_SECONDS
+from tests.conftest import NOW, run_sql
+
+T = TypeVar("T")
+
+#: The devices each run turns on: each alone, then all of them.
+DEVICE_SETS = {
+    "group_commit": {"group_commit"},
+    "read_grouping": {"read_grouping"},
+    "keep_answers": {"keep_answers"},
+    "all": {"group_commit", "read_grouping", "keep_answers"},
+}
+NAMES = st.sampled_from(["Rex", "Tom", "Kitty", "Rex"])
+STATUSES = st.sampled_from(list(PetStatus))
+KEYS = st.sampled_from(["k1", "k2", "k3"])
+
+
+def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
+    """The state machine for the database at ``url`` (emptied for each example) and
+    the ``devices`` named (settings of the same names)."""
+
+    class Equivalence(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            run_sql(url, "DELETE FROM idempotency_records")
+            run_sql(url, "DELETE FROM pets")
+            self.loop = asyncio.new_event_loop()
+            self.now = 0.0  # the injected monotonic clock, seconds
+            self.model: dict[int, Pet] = {}  # what the database holds
+            # Each animal changed outside the API: (when, as it was before), in order.
+            self.replaced: dict[int, list[tuple[float, Pet]]] = {}
+            self.claims: dict[str, tuple[str, int]] = {}  # key -> (fingerprint, pet id)
+            chosen = Settings(
+                database_url=url,
+                group_commit="group_commit" in devices,
+                read_grouping="read_grouping" in devices,
+                keep_answers="keep_answers" in devices,
+            )
+            self.plain: Store = self.run(open_store(url))
+            self.devices = compose_store(chosen, monotonic=lambda: self.now)
+            self.run(self.devices.open())
+            signer = CursorSigner(b"equivalence-test-cursor-secret-0123456789")
+            self.plain_pages = Pages(self.plain, signer)
+            self.pages: PageSource = Pages(self.devices, signer)
+            if chosen.keep_answers:
+                self.pages = KeptPages(self.pages, monotonic=lambda: self.now)
+
+        def run(self, work: Coroutine[Any, Any, T]) -> T:
+            return self.loop.run_until_complete(work)
+
+        def teardown(self) -> None:
+            self.run(self.devices.close())
+            self.run(self.plain.close())
+            self.loop.close()
+
+        def settled(self, pet_id: int) -> bool:
+            """Whether every instance must answer ``pet_id`` as the database does."""
+            changes = self.replaced.get(pet_id)
+            return not changes or self.now - changes[-1][0] >= KEPT_SECONDS
+
+        def recent(self, pet_id: int) -> list[Pet]:
+            """What ``pet_id`` was until a change less than KEPT_SECONDS ago."""
+            changes = self.replaced.get(pet_id, [])
+            return [old for when, old in changes if self.now - when < KEPT_SECONDS]
+
+        # Creates ----------------------------------------------------------------
+
+        @rule(name=NAMES, status=STATUSES, through_devices=st.booleans())
+        def create(self, name: str, status: PetStatus, through_devices: bool) -> None:
+            store = self.devices if through_devices else self.plain
+            pet = self.run(store.create_pet(NewPet(name, 1, status)))
+            assert pet.id not in self.model
+            assert pet.id > max(self.model, default=0)
+            self.model[pet.id] = pet
+            assert self.run(self.devices.get_pet(pet.id)) == pet  # read your writes
+
+        @rule(count=st.integers(2, 6), name=NAMES)
+        def create_together(self, count: int, name: str) -> None:
+            """Concurrent creates: one group commit or several."""
+            news = [NewPet(f"{name} {n % 2}", 1 + n % 2, PetStatus.PENDING) for n in range(count)]
+
+            async def together() -> list[Pet]:
+                return list(await asyncio.gather(*map(self.devices.create_pet, news)))
+
+            pets = self.run(together())
+            assert [(p.name, p.category_id, p.status) for p in pets] == [
+                (n.name, n.category_id, n.status) for n in news
+            ]
+            assert len({p.id for p in pets}) == count
+            assert min(p.id for p in pets) > max(self.model, default=0)
+            self.model.update((pet.id, pet) for pet in pets)
+
+        @rule(key=KEYS, name=NAMES, through_devices=st.booleans())
+        def create_with_key(self, key: str, name: str, through_devices: bool) -> None:
+            """A create under an Idempotency-Key: the first stores, a repeat through
+            either store gets the same record back and stores nothing."""
+            store = self.devices if through_devices else self.plain
+            new = NewPet(name, 2, PetStatus.SOLD)
+            claim = IdempotencyClaim(1, key, fingerprint(new), NOW, NOW - TTL)
+            outcome = self.run(store.create_pet_with_key(new, claim=claim))
+            if key in self.claims:
+                assert outcome.replayed
+                assert (outcome.record.fingerprint, outcome.record.pet_id) == self.claims[key]
+            else:
+                assert not outcome.replayed
+                pet_id = outcome.record.pet_id
+                self.claims[key] = (claim.fingerprint, pet_id)
+                self.model[pet_id] = Pet(pet_id, new.name, new.category_id, new.status)
+            found = self.run(
+                self.plain.find_idempotency_record(1, key, created_after=NOW - timedelta(hours=1))
+            )
+            assert found is not None
+            assert found.pet_id == self.claims[key][1]
+
+        # Changes made outside the API, and time ------------------------------------
+
+        @rule(data=st.data(), delete=st.booleans())
+        def change_outside_the_api(self, data: st.DataObject, delete: bool) -> None:
+            if not self.model:
+                return
+            pet_id = data.draw(st.sampled_from(sorted(self.model)))
+            self.replaced.setdefault(pet_id, []).append((self.now, self.model[pet_id]))
+            if delete:
+                run_sql(url, "DELETE FROM pets WHERE id = ?", (pet_id,))
+                del self.model[pet_id]
+            else:
+                run_sql(url, "UPDATE pets SET name = name || '!' WHERE id = ?", (pet_id,))
+                old = self.model[pet_id]
+                self.model[pet_id] = Pet(pet_id, old.name + "!", old.category_id, old.status)
+
+        @rule(seconds=st.sampled_from([0.5, 1.5, 3.0, KEPT_SECONDS, 6.0]))
+        def advance(self, seconds: float) -> None:
+            self.now += seconds
+
+        # Reads --------------------------------------------------------------------
+
+        @rule(data=st.data())
+        def get(self, data: st.DataObject) -> None:
+            known = sorted({*self.model, *self.replaced})
+            pet_id = data.draw(st.sampled_from([*known, self.next_id(), 0]))
+            plain = self.run(self.plain.get_pet(pet_id))
+            assert plain == self.model.get(pet_id)
+            answer = self.run(self.devices.get_pet(pet_id))
+            if self.settled(pet_id):
+                assert answer == plain
+            else:  # within the bound: as it is, or as it was less than the bound ago
+                assert answer in (plain, *self.recent(pet_id))
+
+        @rule(data=st.data(), count=st.integers(2, 6))
+        def get_together(self, data: st.DataObject, count: int) -> None:
+            """Concurrent getPets, in any order, unknown ids among them: each gets its own."""
+            known = sorted({*self.model, *self.replaced})
+            choices = st.sampled_from([*known, self.next_id()])
+            pet_ids = data.draw(st.lists(choices, min_size=count, max_size=count))
+
+            async def together() -> list[Pet | None]:
+                return list(await asyncio.gather(*map(self.devices.get_pet, pet_ids)))
+
+            for pet_id, answer in zip(pet_ids, self.run(together()), strict=True):
+                if self.settled(pet_id):
+                    assert answer == self.model.get(pet_id)
+
+        def next_id(self) -> int:
+            """An id above every id the database has handed out in this example."""
+            return max({*self.model, *self.replaced}, default=0) + 1
+
+        @rule(status=st.none() | STATUSES, limit=st.integers(1, 4))
+        def walk(self, status: PetStatus | None, limit: int) -> None:
+            """A list walk by rel="next" through each store, page by page."""
+            expected = [p for i, p in sorted(self.model.items()) if status in (None, p.status)]
+            plain, pages = self.run(self.walked(self.plain_pages, status, limit)), None
+            assert b"".join(plain) == b"".join(
+                self.run(self.walked(self.plain_pages, status, limit))
+            )
+            assert all(len(page) > 0 for page in plain) or not expected
+            pages = self.run(self.walked(self.pages, status, limit))
+            if all(self.settled(pet_id) for pet_id in self.replaced):
+                assert pages == plain
+            assert sum(page.count(b'"id":') for page in plain) == len(expected)
+
+        async def walked(
+            self, pages: PageSource, status: PetStatus | None, limit: int
+        ) -> list[bytes]:
+            bodies, cursor = [], None
+            while True:
+                body, cursor = await pages.page(status=status, limit=limit, cursor=cursor)
+                bodies.append(body)
+                if cursor is None:
+                    return bodies
+
+        @invariant()
+        def every_created_animal_is_found_by_the_plain_store(self) -> None:
+            ids = sorted(self.model)[-8:]
+            assert self.run(self.plain.get_pets(ids)) == [self.model[i] for i in ids]
+
+    return Equivalence
+
+
+@pytest.mark.parametrize("devices", DEVICE_SETS)
+def test_each_speed_device_answers_as_the_plain_store(database_url: str, devices: str) -> None:
+    run_state_machine_as_test(
+        machine(database_url, DEVICE_SETS[devices]),
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
