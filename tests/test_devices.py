@@ -29,7 +29,8 @@ from petstore.server.rules.idempotency import TTL, fingerprint
 from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.pagination import CursorSigner, Pages, PageSource
 from petstore.server.store import IdempotencyClaim, Store, open_store
-from petstore.server.store.kept_pets import KEPT_SECONDS
+from petstore.server.store.decorator import StoreDecorator
+from petstore.server.store.kept_pets import KEPT_SECONDS, KeptPets
 from tests.conftest import NOW, run_sql
 
 T = TypeVar("T")
@@ -44,6 +45,14 @@ DEVICE_SETS = {
 NAMES = st.sampled_from(["Rex", "Tom", "Kitty", "Rex"])
 STATUSES = st.sampled_from(list(PetStatus))
 KEYS = st.sampled_from(["k1", "k2", "k3"])
+
+
+async def settle(store: Store) -> None:
+    """Wait for the background work of the devices around ``store``, if any."""
+    while isinstance(store, StoreDecorator):
+        if isinstance(store, KeptPets):
+            await store.settled()
+        store = store.inner
 
 
 def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
@@ -147,9 +156,11 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
 
         @rule(data=st.data(), delete=st.booleans())
         def change_outside_the_api(self, data: st.DataObject, delete: bool) -> None:
-            if not self.model:
-                return
-            pet_id = data.draw(st.sampled_from(sorted(self.model)))
+            if self.model:
+                self.change(data.draw(st.sampled_from(sorted(self.model))), delete=delete)
+
+        def change(self, pet_id: int, *, delete: bool) -> None:
+            """An operator's UPDATE or DELETE of ``pet_id`` in SQL."""
             self.replaced.setdefault(pet_id, []).append((self.now, self.model[pet_id]))
             if delete:
                 run_sql(url, "DELETE FROM pets WHERE id = ?", (pet_id,))
@@ -158,6 +169,22 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
                 run_sql(url, "UPDATE pets SET name = name || '!' WHERE id = ?", (pet_id,))
                 old = self.model[pet_id]
                 self.model[pet_id] = Pet(pet_id, old.name + "!", old.category_id, old.status)
+
+        @rule(data=st.data(), delete=st.booleans())
+        def change_while_kept(self, data: st.DataObject, delete: bool) -> None:
+            """An animal kept, changed outside the API, asked for again once the
+            version was looked at (which vouches for what is kept only while it did
+            not move), and again once the bound has passed: then it is the new one."""
+            if not self.model:
+                return
+            pet_id = data.draw(st.sampled_from(sorted(self.model)))
+            self.run(self.devices.get_pet(pet_id))
+            self.change(pet_id, delete=delete)
+            self.now += 1.5
+            self.run(self.devices.get_pet(pet_id))
+            self.run(settle(self.devices))
+            self.now += KEPT_SECONDS - 1.0  # the bound from the change, not from the look
+            assert self.run(self.devices.get_pet(pet_id)) == self.model.get(pet_id)
 
         @rule(seconds=st.sampled_from([0.5, 1.5, 3.0, KEPT_SECONDS, 6.0]))
         def advance(self, seconds: float) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -145,6 +145,12 @@ class Store(Protocol):
 
     async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
         """The animals of ``pet_ids`` in that order (one query), None where none."""
+        ...
+
+    async def pets_version(self) -> tuple[Any, ...] | None:
+        """What moves whenever animals change outside the API (an ``UPDATE``,
+        ``DELETE`` or ``TRUNCATE`` of ``pets``, a restore, a failover); None where the
+        database keeps no such version (SQLite)."""
         ...
 
     async def create_api_key(

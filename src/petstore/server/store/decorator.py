@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server.store import (
@@ -76,6 +77,10 @@ class StoreDecorator:
     async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
         """``Store.get_pets``."""
         return await self.inner.get_pets(pet_ids)
+
+    async def pets_version(self) -> tuple[Any, ...] | None:
+        """``Store.pets_version``."""
+        return await self.inner.pets_version()
 
     async def create_api_key(
         self,

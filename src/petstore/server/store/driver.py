@@ -44,6 +44,8 @@ class Statements(NamedTuple):
     get_pet: LiteralString
     #: The animals of a JSON array of ids: json.
     get_pets: LiteralString
+    #: One row: the animals' version (``Store.pets_version``); None where none is kept.
+    pets_version: LiteralString | None
     #: api_key_id, key, expired_before.
     delete_expired_claim: LiteralString
     #: api_key_id, key, fingerprint, pet_id, response, created_at; a row when stored.

@@ -1,24 +1,28 @@
 """Kept animals, a speed device (``PETSTORE_KEEP_ANSWERS``): an animal getPet found is
-answered again from memory for a few seconds.
+answered again from memory while the database says no animal changed outside the API.
 
 An animal never changes through the API (the interface has no update or delete), so
 the animal a getPet read is the animal every later getPet of that id would read.
 Only found animals are kept: a miss kept would hide an animal created afterwards, on
-this instance or another. A change made outside the API (an operator's ``UPDATE`` or
-``DELETE`` in SQL, a restore) is seen within :data:`KEPT_SECONDS`: an answer is never
-older than that, counted from the moment its read was sent (docs/operations.md,
-"What an instance keeps in memory").
+this instance or another.
 
-An animal asked for once it is :data:`REFRESH_SECONDS` old is still answered from
-memory, and read again in the background with the others due (one query), so an
-animal asked for every few seconds is never a miss; one read again and not found is
-dropped. One nobody asks for goes stale.
+A change made outside the API (an operator's ``UPDATE`` or ``DELETE`` in SQL, a
+restore, a failover) is seen within :data:`KEPT_SECONDS`. An animal is answered from
+memory for that long after its read; and for that long after the latest look at the
+animals' version (``Store.pets_version``) that found it unchanged since the look
+before its read. A version that moved drops every animal kept. The look is taken in
+the background, at most every :data:`LOOK_SECONDS`, when an animal is asked for: so
+an instance under load answers its animals from memory and asks the database one
+small question a second. Where the database has no version (SQLite), each animal is
+kept for :data:`KEPT_SECONDS` from its own read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+from typing import Any
 
 from lru import LRU
 
@@ -28,20 +32,18 @@ from petstore.server.clock import Monotonic
 from petstore.server.store import Store
 from petstore.server.store.decorator import StoreDecorator
 
-#: Seconds an answer is kept, from the moment its read was sent: the longest a
-#: change made outside the API goes unseen by an instance.
+#: Seconds an answer is kept after the read or look that vouches for it: the
+#: longest a change made outside the API goes unseen by an instance.
 KEPT_SECONDS = 5.0
-#: Age in seconds from which an animal asked for is read again in the background.
-REFRESH_SECONDS = 1.0
+#: Seconds between two looks at the animals' version, at least.
+LOOK_SECONDS = 1.0
 #: Animals kept at most (about 310 bytes each with the cache's bookkeeping).
 KEPT_PETS_MAX = 100_000
-#: Ids read again in one query at most.
-REFRESH_BATCH = 1000
 
 
 class KeptPets(StoreDecorator):
-    """``inner`` whose found animals are answered from memory for ``seconds`` after
-    their read, ``monotonic`` telling the time; the least recently used make room
+    """``inner`` whose found animals are answered from memory, as the module says;
+    ``monotonic`` tells the time, and the least recently used animals make room
     beyond ``max_pets``."""
 
     def __init__(
@@ -50,70 +52,64 @@ class KeptPets(StoreDecorator):
         *,
         monotonic: Monotonic,
         seconds: float = KEPT_SECONDS,
-        refresh_seconds: float = REFRESH_SECONDS,
+        look_seconds: float = LOOK_SECONDS,
         max_pets: int = KEPT_PETS_MAX,
     ) -> None:
         super().__init__(inner)
         self._now = monotonic
         self._seconds = seconds
-        self._refresh_seconds = refresh_seconds
+        self._look_seconds = look_seconds
         self._pets: LRU[int, tuple[Pet, float]] = LRU(max_pets)  # id -> (animal, read at)
-        self._due: dict[int, None] = {}  # asked for once old enough, in order
-        self._refresher: asyncio.Task[None] | None = None
+        self._version: tuple[Any, ...] | None = None  # as of the latest look
+        self._since = math.inf  # when the look that first found this version was sent
+        self._looked = -math.inf  # when the latest look that found it was sent
+        self._looking: asyncio.Task[None] | None = None
 
     async def get_pet(self, pet_id: int) -> Pet | None:
-        """``Store.get_pet``: the kept animal if read less than ``seconds`` ago, else
-        read (and kept when found)."""
+        """``Store.get_pet``: the kept animal while vouched for, else read (and kept
+        when found)."""
+        now = self._now()
+        if now - self._looked >= self._look_seconds and self._looking is None:
+            self._looking = asyncio.ensure_future(self._look())
         kept = self._pets.get(pet_id)
         if kept is not None:
-            age = self._now() - kept[1]
-            if age < self._seconds:
-                if age >= self._refresh_seconds:
-                    self._refresh_later(pet_id)
-                return kept[0]
-        read_at = self._now()
-        pet = await self.inner.get_pet(pet_id)
-        self._keep(pet_id, pet, read_at)
-        return pet
-
-    def _keep(self, pet_id: int, pet: Pet | None, read_at: float) -> None:
-        if pet is None:
+            pet, read_at = kept
+            vouched = max(read_at, self._looked) if read_at >= self._since else read_at
+            if now - vouched < self._seconds:
+                return pet
+        found = await self.inner.get_pet(pet_id)
+        if found is None:
             self._pets.pop(pet_id, None)  # deleted outside the API, if it was kept
-            return
-        kept = self._pets.get(pet_id)
-        if kept is None or kept[1] < read_at:  # never replaced by an older read
-            self._pets[pet_id] = (pet, read_at)
+        else:
+            self._pets[pet_id] = (found, now)
+        return found
 
-    def _refresh_later(self, pet_id: int) -> None:
-        self._due[pet_id] = None
-        if self._refresher is None:
-            self._refresher = asyncio.ensure_future(self._refresh())
-
-    async def _refresh(self) -> None:
-        """Read again the animals due, :data:`REFRESH_BATCH` a query, until none is
-        due. When the database cannot be read they go stale instead."""
+    async def _look(self) -> None:
+        """Read the animals' version: the same, and what is kept is vouched for as of
+        now; moved, and everything kept is dropped. A database that cannot say (none
+        kept, or unreachable) vouches for nothing more."""
         try:
-            while self._due:
-                due = list(self._due)[:REFRESH_BATCH]
-                read_at = self._now()
-                pets = await self.inner.get_pets(due)
-                for pet_id, pet in zip(due, pets, strict=True):
-                    self._keep(pet_id, pet, read_at)
-                    self._due.pop(pet_id, None)
+            looked = self._now()
+            version = await self.inner.pets_version()
+            if version is not None:
+                if version != self._version:
+                    self._pets.clear()
+                    self._version, self._since = version, looked
+                self._looked = looked
         except errors.Unavailable:
-            self._due.clear()
+            pass
         finally:
-            self._refresher = None
+            self._looking = None
 
     async def settled(self) -> None:
-        """Once the reads again in progress are done (tests, and :meth:`close`)."""
-        while self._refresher is not None:
-            await asyncio.wait([self._refresher])
+        """Once the look in progress, if any, is done (tests)."""
+        if self._looking is not None:
+            await asyncio.wait([self._looking])
 
     async def close(self) -> None:
-        """Stop reading again, then close the store."""
-        if self._refresher is not None:
-            self._refresher.cancel()
+        """Stop looking, then close the store."""
+        if self._looking is not None:
+            self._looking.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._refresher
+                await self._looking
         await self.inner.close()

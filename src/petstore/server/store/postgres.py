@@ -55,6 +55,12 @@ STATEMENTS = Statements(
         "SELECT id, name, category_id, status FROM pets "
         "WHERE id IN (SELECT value::bigint FROM json_array_elements_text(%s::json))"
     ),
+    # Migration 0004's count of changes made outside the API (a trigger adds one in
+    # the transaction of each UPDATE, DELETE or TRUNCATE of pets), the table's identity
+    # (a restore that recreates it) and the server's start (a restore, a failover).
+    pets_version=(
+        "SELECT changes, 'pets'::regclass::oid, pg_postmaster_start_time() FROM pet_changes"
+    ),
     delete_expired_claim=(
         "DELETE FROM idempotency_records "
         "WHERE api_key_id = %s AND idempotency_key = %s AND created_at < %s"

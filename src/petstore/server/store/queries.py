@@ -122,6 +122,13 @@ class SQLStore:
         found = {row[0]: pet_from_row(row) for row in rows}
         return [found.get(pet_id) for pet_id in pet_ids]
 
+    async def pets_version(self) -> tuple[Any, ...] | None:
+        """``Store.pets_version``: the backend's version row, if it keeps one."""
+        if self._sql.pets_version is None:
+            return None
+        rows = await self.database.read(self._sql.pets_version)
+        return tuple(rows[0]) if rows else None
+
     # Idempotency records (D16) -------------------------------------------------------
 
     async def find_idempotency_record(

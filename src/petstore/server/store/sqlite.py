@@ -50,6 +50,7 @@ STATEMENTS = Statements(
         "SELECT id, name, category_id, status FROM pets WHERE id IN (SELECT value FROM "
         "json_each(?))"
     ),
+    pets_version=None,
     delete_expired_claim=(
         "DELETE FROM idempotency_records "
         "WHERE api_key_id = ? AND idempotency_key = ? AND created_at < ?"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server.store import (
@@ -99,6 +99,10 @@ class TracedStore(StoreDecorator):
     async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
         with self._span("SELECT", "pets"):
             return await self.inner.get_pets(pet_ids)
+
+    async def pets_version(self) -> tuple[Any, ...] | None:
+        with self._span("SELECT", "pet_changes"):
+            return await self.inner.pets_version()
 
     async def create_api_key(
         self,
