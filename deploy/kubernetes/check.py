@@ -7,20 +7,23 @@ and the ``local`` overlay run.
 1. ``kubectl kustomize`` renders every overlay;
 2. ``kubernetes-validate --strict`` validates every object against the schemas of each
    Kubernetes version of :data:`KUBERNETES_VERSIONS` (they ship inside the package);
-3. ``checkov --framework kubernetes`` finds no failed check (a skipped one carries
+3. the probes ask ``/healthz`` (liveness, startup) and ``/readyz`` (readiness), and
+   the grace period is longer than ``PETSTORE_SHUTDOWN_TIMEOUT_SECONDS``;
+4. ``checkov --framework kubernetes`` finds no failed check (a skipped one carries
    its reason in a ``checkov.io/skipN`` annotation);
-4. production and staging pin the digest of the image ``make image`` built from this
+5. production and staging pin the digest of the image ``make image`` built from this
    tree (``pin`` writes it; the digest stays when a commit leaves the image's sources
    alone, deploy/image/build.py);
-5. ``podman kube play`` runs the ``local`` overlay with the image: ``/readyz`` 200, an
-   API key made in the pod, a createPet 201 and a getPet of it; ``podman kube down``
-   drains and the container exits 0. The pod, its containers and its volumes are
-   removed whatever happens.
+6. ``podman kube play`` runs the ``local`` overlay with the image: ``/readyz`` 200, an
+   API key made in the pod, a createPet 201 and a getPet of it; the stop (SIGTERM)
+   drains and the container exits 0; ``podman kube down`` removes the pod. The pod,
+   its containers and its volumes are removed whatever happens.
 
 The checkers come from ``.tools/k8s-venv`` (``make test-prerequisites``), kubectl from
 the machine; nothing needs the network. Under ``podman kube play`` the pod shares
-the host's network (CI has only loopback) on free loopback ports, which a cluster
-never needs: that is the only change made to the rendered ``local`` overlay.
+the host's network (CI has only loopback) on free loopback ports, under names of
+its own: what :func:`playable` changes in the rendered ``local`` overlay, and
+nothing else.
 """
 
 from __future__ import annotations
@@ -109,6 +112,33 @@ def scan(directory: Path) -> None:
     argv = [_tool("checkov"), "--framework", "kubernetes", "--directory", str(directory)]
     argv += ["--compact", "--quiet", "--skip-download", "--skip-results-upload"]
     _run(argv, what="checkov")
+
+
+def check_stop_and_probes(files: dict[str, Path]) -> None:
+    """In every overlay the probes mean what D25 and the drain mean: liveness and
+    startup on ``/healthz`` (the process, never the database), readiness on
+    ``/readyz``; and the grace period outlasts PETSTORE_SHUTDOWN_TIMEOUT_SECONDS, so
+    the kubelet never kills a drain."""
+    for overlay, path in files.items():
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        (settings,) = (doc["data"] for doc in documents if doc["kind"] == "ConfigMap")
+        (deployment,) = (doc for doc in documents if doc["kind"] == "Deployment")
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        paths = {
+            probe: container[probe]["httpGet"]["path"]
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe")
+        }
+        wanted = {"startupProbe": "/healthz", "livenessProbe": "/healthz"}
+        if paths != {**wanted, "readinessProbe": "/readyz"}:
+            raise CheckError(f"overlays/{overlay}: the probes ask {paths}")
+        timeout = int(settings["PETSTORE_SHUTDOWN_TIMEOUT_SECONDS"])
+        if pod["terminationGracePeriodSeconds"] <= timeout:
+            raise CheckError(
+                f"overlays/{overlay}: terminationGracePeriodSeconds "
+                f"{pod['terminationGracePeriodSeconds']} is not longer than the "
+                f"shutdown timeout ({timeout} s)"
+            )
 
 
 def image_digest() -> str:
@@ -317,6 +347,8 @@ def check() -> None:
             files = render(rendered)
         with step(f"valid for Kubernetes {', '.join(KUBERNETES_VERSIONS)} (strict)"):
             validate(list(files.values()))
+        with step("probes on /healthz and /readyz, grace period longer than the stop"):
+            check_stop_and_probes(files)
         with step("checkov: no failed check"):
             scan(rendered)
         with step(f"{' and '.join(PINNED)} pin the digest of {build.image_name()}"):
