@@ -228,9 +228,14 @@ def _buildah(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def current_inputs_label(name: str) -> str | None:
-    """The inputs label of the local image ``name``, or None when there is none."""
-    result = _buildah(
-        "inspect", "--type", "image", "--format", "{{json .OCIv1.Config.Labels}}", name
+    """The inputs label of the local image ``name``, or None when there is none.
+    Read with podman: buildah 1.28's templates have no ``json`` function."""
+    podman = shutil.which("podman") or "podman"
+    result = subprocess.run(  # noqa: S603 - our own argv
+        [podman, "image", "inspect", "--format", "{{json .Labels}}", name],
+        capture_output=True,
+        text=True,
+        env=container_env(),
     )
     if result.returncode != 0:
         return None
