@@ -218,6 +218,13 @@ class Play:
             playable(rendered, name=self.name, port=self.port, metrics_port=free_port())
         )
         self.pod = self.container = ""
+        (deployment,) = (
+            doc
+            for doc in yaml.safe_load_all(rendered.read_text())
+            if doc and doc["kind"] == "Deployment"
+        )
+        #: What the kubelet waits after the SIGTERM before it kills.
+        self.grace = int(deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
 
     def up(self) -> None:
         out = _run(["podman", "kube", "play", str(self.file)], what="podman kube play")
@@ -259,7 +266,8 @@ class Play:
         the stopped pod and its volumes."""
         since = str(int(time.time()))
         started = time.monotonic()
-        _run(["podman", "pod", "stop", self.pod], what="podman pod stop", timeout=60)
+        stop = ["podman", "pod", "stop", f"--time={self.grace}", self.pod]
+        _run(stop, what="podman pod stop", timeout=self.grace + 30)
         took = time.monotonic() - started
         logged = self.logs(since=since)
         state = _run(
