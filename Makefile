@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers operator-tools image clean
+.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers operator-tools image kubernetes-tools kubernetes-check kubernetes-pin clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,8 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(BIN)/petstore serve
 
-## test: lint, type-check, lint the OpenAPI document and run the whole test suite (schemathesis included)
-test: lint typecheck lint-openapi unit
+## test: lint, type-check, lint the OpenAPI document, check the Kubernetes manifests and run the whole test suite (schemathesis included)
+test: lint typecheck lint-openapi kubernetes-check unit
 
 ## lint: ruff, the layer contracts (import-linter) and every imported distribution declared (deptry)
 lint: $(STAMP)
@@ -72,7 +72,7 @@ unit-fast: $(STAMP) servers
 	$(BIN)/pytest -m "not slow" -q
 
 ## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
-test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image
+test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image kubernetes-tools
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
 # chaos run the whole deployment (deploy/), from Debian's binaries; install the
@@ -125,6 +125,38 @@ operator-tools:
 ## image: build localhost/petstore:<version> from Debian's packages and the pinned wheels, no registry (the first build needs the network; then cached in .tools/image)
 image: $(STAMP) operator-tools
 	$(BIN)/python -m deploy.image.build
+
+# make kubernetes-check's checkers, in a virtualenv of their own under .tools so that
+# the project's dependencies (and deptry) never see them. Exact versions: checkov's
+# checks and kubernetes-validate's schemas come with the version (1.37.0 ships the
+# schemas of Kubernetes 1.25 to 1.37 inside the package, so it validates offline),
+# and a new check must not fail a tree that passed. kubectl (its kustomize renders
+# the overlays) is the machine's; Debian's kubernetes-client (1.20) is too old for
+# the overlays.
+CHECKOV_VERSION := 3.3.30
+KUBERNETES_VALIDATE_VERSION := 1.37.0
+K8S_VENV := .tools/k8s-venv
+K8S_STAMP := $(K8S_VENV)/.installed-$(CHECKOV_VERSION)-$(KUBERNETES_VALIDATE_VERSION)
+$(K8S_STAMP):
+	rm -rf $(K8S_VENV)
+	$(PYTHON) -m venv $(K8S_VENV)
+	$(K8S_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(K8S_VENV)/bin/python -m pip install --quiet checkov==$(CHECKOV_VERSION) kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
+	touch $@
+
+kubernetes-tools: $(K8S_STAMP)
+	@command -v kubectl >/dev/null 2>&1 || { \
+	  echo "Installing kubectl for the Kubernetes manifests' check..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl) \
+	    >/dev/null 2>&1 || echo "Could not install kubectl: install kubectl 1.27 or later (kustomize 5)."; }
+
+## kubernetes-check: the overlays of deploy/kubernetes rendered (kubectl kustomize), validated for Kubernetes 1.32-1.37 (strict), scanned by checkov (no failed check), the pinned image digest compared with the image's, and the local overlay run under podman kube play (201, drained stop, nothing left)
+kubernetes-check: $(STAMP) kubernetes-tools operator-tools image
+	$(BIN)/python -m deploy.kubernetes.check
+
+## kubernetes-pin: write the digest of the image make image built into the production and staging overlays (after a change to what the image is made from; commit it on its own)
+kubernetes-pin: $(STAMP) operator-tools image
+	$(BIN)/python -m deploy.kubernetes.check pin
 
 # The docs-page test drives Debian's chromium headless; install it when missing.
 browser:

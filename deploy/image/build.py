@@ -18,8 +18,10 @@ mirror builds the same image:
    one;
 3. ``buildah build --timestamp $SOURCE_DATE_EPOCH`` turns the tree into a one-layer
    image from ``Containerfile``, every file's time and the image's creation time set
-   to the last commit's time: the same commit, mirror state and wheels give the same
-   image digest.
+   to the time of the last commit that changed the image's sources: the same
+   sources, mirror state and wheels give the same image digest, and a commit that
+   changes nothing the image is made from (the Kubernetes overlay that pins the
+   digest, docs) keeps it.
 
 The network is needed only for steps 1 and 2 the first time (``make
 test-prerequisites`` runs ``make image``); afterwards a build works offline. The
@@ -140,18 +142,27 @@ def _require(*programs: str) -> None:
         )
 
 
+def _last_image_commit(field: str) -> str:
+    """``git log``'s ``field`` (``%H``, ``%ct``) of the last commit that changed what
+    the image is made from (:data:`IMAGE_SOURCES`): a commit that changes anything
+    else (the Kubernetes manifests that pin this image's digest, the docs) leaves the
+    image, and its digest, as they were."""
+    argv = ["git", "-C", str(ROOT), "log", "-1", f"--format={field}", "--", *IMAGE_SOURCES]
+    return _run(argv, what="git log").strip()
+
+
 def source_date_epoch() -> int:
-    """``SOURCE_DATE_EPOCH`` when set, else the time of the last commit."""
+    """``SOURCE_DATE_EPOCH`` when set, else the time of the last commit that changed
+    what the image is made from."""
     if "SOURCE_DATE_EPOCH" in os.environ:
         return int(os.environ["SOURCE_DATE_EPOCH"])
-    out = _run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], what="git log")
-    return int(out.strip())
+    return int(_last_image_commit("%ct"))
 
 
 def revision() -> str:
-    """The commit the tree is at, ``-modified`` appended when tracked files the image
-    is made from changed."""
-    commit = _run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], what="git rev-parse").strip()
+    """The last commit that changed what the image is made from, ``-modified``
+    appended when tracked files the image is made from changed since."""
+    commit = _last_image_commit("%H")
     status = _run(
         [
             "git",
@@ -198,8 +209,8 @@ def base_key() -> str:
 
 def inputs_digest(files: Iterable[str]) -> str:
     """A digest of everything the image is made from: the base's key, the project's
-    files (names and contents; this directory and its pins among them), the commit
-    and its time. An image labelled with it is current."""
+    files (names and contents; this directory and its pins among them), the last
+    commit that changed them and its time. An image labelled with it is current."""
     digest = hashlib.sha256()
     digest.update(f"{base_key()}\n{source_date_epoch()}\n{revision()}\n".encode())
     for name in files:
@@ -217,9 +228,14 @@ def _buildah(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def current_inputs_label(name: str) -> str | None:
-    """The inputs label of the local image ``name``, or None when there is none."""
-    result = _buildah(
-        "inspect", "--type", "image", "--format", "{{json .OCIv1.Config.Labels}}", name
+    """The inputs label of the local image ``name``, or None when there is none.
+    Read with podman: buildah 1.28's templates have no ``json`` function."""
+    podman = shutil.which("podman") or "podman"
+    result = subprocess.run(  # noqa: S603 - our own argv
+        [podman, "image", "inspect", "--format", "{{json .Labels}}", name],
+        capture_output=True,
+        text=True,
+        env=container_env(),
     )
     if result.returncode != 0:
         return None

@@ -1,0 +1,1 @@
+"""The Kubernetes manifests (base and overlays) and their check, ``make kubernetes-check``."""
