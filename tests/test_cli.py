@@ -453,6 +453,21 @@ INVALID_SETTINGS = [
 ]
 
 
+def test_serve_refuses_dev_key_in_production_before_starting(
+    runner: CliRunner, database_url: str
+) -> None:
+    env = {
+        "PETSTORE_ENVIRONMENT": "production",
+        "PETSTORE_CURSOR_SECRET": "s3cr3t-" * 6,
+        "PETSTORE_DATABASE_URL": database_url,
+    }
+    result = runner.invoke(main, ["serve", "--dev-key"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "--dev-key is refused in production" in result.output
+    assert "petstore_" not in result.output
+    assert "Serving" not in result.output
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
