@@ -67,8 +67,9 @@ class Settings(BaseSettings):
     A variable wins over a file.
 
     Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist, on a drain not shorter than the shutdown timeout, and on a
-    default or short cursor secret outside development.
+    does not exist or holds a setting's file its group or others may write, on a
+    drain not shorter than the shutdown timeout, on a cursor secret of one repeated
+    character, and on a default or short cursor secret outside development.
     """
 
     model_config = SettingsConfigDict(env_prefix="PETSTORE_", frozen=True, extra="ignore")
@@ -162,6 +163,25 @@ class Settings(BaseSettings):
             raise ValueError(f"no such directory: {value}")
         return value
 
+    @field_validator("secrets_dir")
+    @classmethod
+    def _files_only_their_owner_writes(cls, directory: Path | None) -> Path | None:
+        """Refuse a setting's file that its group or others may write: whoever can
+        write it chooses the cursor secret or the database the instance trusts."""
+        if directory is None:
+            return None
+        names = {f"petstore_{name}" for name in cls.model_fields}
+        for path in sorted(directory.iterdir()):
+            if path.name.lower() not in names or not path.is_file():
+                continue
+            mode = path.stat().st_mode  # a symbolic link's target, as Kubernetes mounts them
+            if mode & 0o022:
+                raise ValueError(
+                    f"{path} is writable by its group or others (mode {mode & 0o777:o}); "
+                    f"make it writable by its owner only: chmod go-w {path}"
+                )
+        return directory
+
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:
         if self.shutdown_drain_seconds >= self.shutdown_timeout_seconds:
@@ -207,6 +227,18 @@ class Settings(BaseSettings):
         if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
         return value.upper()
+
+    @field_validator("cursor_secret")
+    @classmethod
+    def _not_one_repeated_byte(cls, secret: SecretStr) -> SecretStr:
+        """Refuse a cursor secret whose characters are all alike (``xxxx...``, or empty):
+        a placeholder, never a private value, in any environment."""
+        if len(set(secret.get_secret_value())) <= 1:
+            raise ValueError(
+                "must be a private random value, not one character repeated "
+                "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return secret
 
     @model_validator(mode="after")
     def _safe_outside_development(self) -> Self:
