@@ -29,6 +29,7 @@ from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
 from petstore.server.http.docs import DocsPages
 from petstore.server.http.exchange import BodyReader, Exchange
+from petstore.server.http.links import link_base
 from petstore.server.http.operations import Admission, Creates, Deprecation, PetsApi
 from petstore.server.http.pipeline import Service
 from petstore.server.http.routes import Operation, Route
@@ -89,6 +90,7 @@ def create_app(
             metrics,
         ),
         deprecation=Deprecation(settings.deprecation_date, clock),
+        links=link_base(settings),
         drain_marker=drain_marker,
     )
     docs = DocsPages(settings)

@@ -8,6 +8,7 @@ variable, so ``petstore serve`` can print it and exit instead of a traceback.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +26,7 @@ from pydantic import (
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SecretsSettingsSource,
     SettingsConfigDict,
@@ -45,6 +47,10 @@ DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
 
 #: D14: the Deprecation date of ``getPet``, 2026-01-01T00:00:00Z.
 DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+#: A host name, an IPv4 address or an IPv6 address (without brackets).
+_HOST_NAME = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+")
 
 
 class Environment(StrEnum):
@@ -105,6 +111,11 @@ class Settings(BaseSettings):
     #: Take the scheme and client address from X-Forwarded-Proto / X-Forwarded-For
     #: (only behind a proxy that sets them): Link URLs then say https.
     trust_forwarded_headers: bool = False
+    #: Host names whose requests get links under their own Host (comma-separated;
+    #: lower-case, IPv6 without brackets); others get the environment's configured
+    #: URL. None: the loopback names in development, none elsewhere
+    #: (:mod:`petstore.server.http.links`).
+    allowed_hosts: Annotated[tuple[str, ...] | None, NoDecode] = None
     #: D17: seconds a client may take to send a request body once its headers arrived.
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
@@ -213,6 +224,22 @@ class Settings(BaseSettings):
         if not str(url).rstrip("/").endswith("/v1"):
             raise ValueError("must end with the version segment /v1 (D19)")
         return url
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return ()  # set but empty: no host is allowed, every link is configured
+        names = tuple(name.strip().strip("[]").lower() for name in value.split(","))
+        for name in names:
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a host name or address; give names separated by "
+                    "commas, e.g. localhost,127.0.0.1,petstore.internal"
+                )
+        return names
 
     @field_validator("deprecation_date")
     @classmethod

@@ -22,6 +22,7 @@ from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.http import newpet, parsing
 from petstore.server.http.exchange import BodyReader, Exchange, Header
+from petstore.server.http.links import LinkBase
 from petstore.server.rules import keys, pets, ratelimit
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.idempotency import IdempotentCreates
@@ -69,9 +70,9 @@ class Deprecation:
 class PetsApi:
     """The ``/v1/pets`` operations and ``/readyz`` over what :func:`create_app` built:
     the ``store``, its ``pages`` (D9), the ``admission`` of callers, what ``creates``
-    need and getPet's ``deprecation``. ``drain_marker`` is the file whose existence
-    means this instance is shutting down (:mod:`petstore.server.shutdown`); None: it
-    never drains.
+    need, getPet's ``deprecation`` and where absolute ``links`` point.
+    ``drain_marker`` is the file whose existence means this instance is shutting
+    down (:mod:`petstore.server.shutdown`); None: it never drains.
     """
 
     def __init__(
@@ -82,9 +83,11 @@ class PetsApi:
         admission: Admission,
         creates: Creates,
         deprecation: Deprecation,
+        links: LinkBase,
         drain_marker: str | None = None,
     ) -> None:
         self.store = store
+        self.links = links
         self.pages = pages
         self.verifier = admission.verifier
         self.rate_limiter = admission.rate_limiter
@@ -101,7 +104,7 @@ class PetsApi:
             (b"deprecation", f"@{int(deprecation.date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
         ]
-        self._deprecation_by_host: LRU[tuple[str, str], list[Header]] = LRU(64)
+        self._deprecation_by_base: LRU[str, list[Header]] = LRU(64)
         self._gone = (
             f"GET /v1/pets/{{petId}} was removed on {format_datetime(pets.SUNSET, usegmt=True)}; "
             f"use {pets.REPLACEMENT}"
@@ -113,7 +116,11 @@ class PetsApi:
         await self._authenticate(exchange, keys.READ)
         status, limit, cursor = parsing.list_query(exchange.scope["query_string"])
         body, next_cursor = await self.pages.page(status=status, limit=limit, cursor=cursor)
-        headers = [] if next_cursor is None else [_next_link(exchange, next_cursor, limit, status)]
+        headers = (
+            []
+            if next_cursor is None
+            else [_next_link(self.links.base(exchange), next_cursor, limit, status)]
+        )
         await exchange.respond(200, body, headers)
 
     async def create_pet(self, exchange: Exchange) -> None:
@@ -209,23 +216,22 @@ class PetsApi:
         return found
 
     def _deprecation_headers(self, exchange: Exchange) -> list[Header]:
-        """getPet's D14 headers, the Link absolute under the base URL the client called;
-        built once for each scheme and Host, the 64 last used kept."""
-        key = (exchange.scope["scheme"], exchange.header(b"host") or "")
-        headers = self._deprecation_by_host.get(key)
+        """getPet's D14 headers, the Link absolute under the base of :attr:`links`;
+        built once for each base, the 64 last used kept."""
+        base = self.links.base(exchange)
+        headers = self._deprecation_by_base.get(base)
         if headers is None:
-            docs = f"{exchange.base_url()}v1/docs/deprecations"
-            link = f'<{docs}>; rel="deprecation"; type="text/html"'.encode()
-            headers = self._deprecation_by_host[key] = [*self._deprecation, (b"link", link)]
+            link = f'<{base}v1/docs/deprecations>; rel="deprecation"; type="text/html"'.encode()
+            headers = self._deprecation_by_base[base] = [*self._deprecation, (b"link", link)]
         return headers
 
 
-def _next_link(exchange: Exchange, cursor: str, limit: int, status: PetStatus | None) -> Header:
-    """The ``Link`` header naming the next page (D9, RFC 8288), keeping ``limit`` and
-    ``status``. Every value is URL-safe as it is (a decimal, a PetStatus, an
-    unpadded base64url cursor), so none needs percent-encoding."""
+def _next_link(base: str, cursor: str, limit: int, status: PetStatus | None) -> Header:
+    """The ``Link`` header naming the next page (D9, RFC 8288) under ``base``,
+    keeping ``limit`` and ``status``. Every value is URL-safe as it is (a decimal, a
+    PetStatus, an unpadded base64url cursor), so none needs percent-encoding."""
     status_part = "" if status is None else f"&status={status.value}"
-    url = f"{exchange.base_url()}v1/pets?limit={limit}{status_part}&cursor={cursor}"
+    url = f"{base}v1/pets?limit={limit}{status_part}&cursor={cursor}"
     return (b"link", f'<{url}>; rel="next"'.encode())
 
 
