@@ -17,6 +17,7 @@ import gc
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ from petstore.server.http.pipeline import Service
 from petstore.server.http.routes import Operation, Route
 from petstore.server.rules import pagination
 from petstore.server.rules.auth import KeyVerifier
+from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.idempotency import TTL, IdempotentCreates
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import Store, create_store
@@ -52,10 +54,15 @@ def utc_now() -> datetime:
 
 
 def create_app(
-    settings: Settings, *, clock: Clock = utc_now, drain_marker: str | None = None
+    settings: Settings,
+    *,
+    clock: Clock = utc_now,
+    drain_marker: str | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Service:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
-    idempotency records (D16) and key expiry; once the file ``drain_marker`` exists,
+    idempotency records (D16) and key expiry, ``monotonic`` (seconds) for the windows
+    of the failed-authentication limit; once the file ``drain_marker`` exists,
     ``/readyz`` answers 503 (:mod:`petstore.server.shutdown`). The database must already be
     migrated (``petstore db upgrade``); the lifespan connects to it.
     """
@@ -82,6 +89,9 @@ def create_app(
         admission=Admission(
             KeyVerifier(store, clock=clock, cache_seconds=settings.key_cache_seconds),
             rate_limiter,
+            None
+            if settings.auth_failure_limit is None
+            else FailedAuthentications.from_notation(settings.auth_failure_limit, clock=monotonic),
         ),
         creates=Creates(
             BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),

@@ -53,6 +53,14 @@ DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 _HOST_NAME = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+")
 
 
+def check_failure_limit(notation: str | None) -> str | None:
+    """A failed-authentication limit: a rate limit (``30/minute``), or ``off``
+    (None). Raises ValueError otherwise."""
+    if notation is None or notation.strip().lower() == "off":
+        return None
+    return check_rate_limit(notation)
+
+
 class Environment(StrEnum):
     """Where an instance runs; staging and production refuse unsafe settings."""
 
@@ -104,6 +112,9 @@ class Settings(BaseSettings):
     #: D15: requests per API key, in the notation of the ``limits`` library.
     rate_limit: Annotated[str, AfterValidator(check_rate_limit)] = "600/minute"
     rate_limit_enabled: bool = True
+    #: Failed authentications (401) per client address before its requests are
+    #: answered 429 for the rest of the window (rules/auth_failures.py); None: off.
+    auth_failure_limit: Annotated[str | None, AfterValidator(check_failure_limit)] = "30/minute"
     #: D15: shared rate-limit counters for several instances, e.g. redis://127.0.0.1:6379/0.
     redis_url: Annotated[str | None, AfterValidator(check_redis_url)] = None
     #: D16: seconds between purges of idempotency records older than 24 hours.

@@ -24,7 +24,8 @@ from petstore.server.http import newpet, parsing
 from petstore.server.http.exchange import BodyReader, Exchange, Header
 from petstore.server.http.links import LinkBase
 from petstore.server.rules import keys, pets, ratelimit
-from petstore.server.rules.auth import KeyVerifier
+from petstore.server.rules.auth import Caller, KeyVerifier
+from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.idempotency import IdempotentCreates
 from petstore.server.rules.pagination import Pages
 from petstore.server.rules.ratelimit import RateLimiter
@@ -39,11 +40,13 @@ KEY_POLICY = "key"
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Who may call, and how often: the API key ``verifier`` (D12, D13, D21) and the
-    ``rate_limiter`` (D15, D22; None: no limits)."""
+    """Who may call, and how often: the API key ``verifier`` (D12, D13, D21), the
+    ``rate_limiter`` (D15, D22; None: no limits) and the limit on ``failures`` to
+    authenticate per client address (None: no limit)."""
 
     verifier: KeyVerifier
     rate_limiter: RateLimiter | None
+    failures: FailedAuthentications | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,7 @@ class PetsApi:
         self.pages = pages
         self.verifier = admission.verifier
         self.rate_limiter = admission.rate_limiter
+        self.failures = admission.failures
         self.creates = creates
         self.drain_marker = drain_marker
         self.clock = deprecation.clock
@@ -178,10 +182,10 @@ class PetsApi:
         """
         limiter = self.rate_limiter
         if limiter is None:
-            caller = await self.verifier.verify(exchange.header(b"authorization"))
+            caller = await self._verify(exchange)
         else:
             try:
-                caller = await self.verifier.verify(exchange.header(b"authorization"))
+                caller = await self._verify(exchange)
             except errors.PetstoreError:  # no key known: the service's policy
                 exchange.headers.append(self._service_policy[1])
                 raise
@@ -202,6 +206,22 @@ class PetsApi:
                         retry_after=quota.retry_after,
                     )
         return caller.api_key_id
+
+    async def _verify(self, exchange: Exchange) -> Caller:
+        """The caller of ``exchange``'s key (:meth:`KeyVerifier.verify`), its failure
+        counted against the client's address; an address over the failure limit is
+        answered 429 before its key is looked at (:mod:`.rules.auth_failures`)."""
+        failures = self.failures
+        if failures is None:
+            return await self.verifier.verify(exchange.header(b"authorization"))
+        client = exchange.scope.get("client")
+        address = client[0] if client else "-"
+        failures.check(address)
+        try:
+            return await self.verifier.verify(exchange.header(b"authorization"))
+        except errors.Unauthorized:
+            failures.failed(address)
+            raise
 
     def _policy(self, own_limit: str | None) -> tuple[bytes, Header]:
         """The policy name and ``RateLimit-Policy`` field of a key with ``own_limit``
