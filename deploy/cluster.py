@@ -163,6 +163,9 @@ class Cluster:
             PETSTORE_SECRETS_DIR=str(self.root / "secrets"),
             TMPDIR=str(self.root / "tmp"),  # what a killed instance leaves goes with us
         )
+        # Links point at the deployment's public URL (http/links.py): here, HAProxy's.
+        public = "STAGING_BASE_URL" if self.environment == "staging" else "BASE_URL"
+        env[f"PETSTORE_{public}"] = self.url
         env.update(self.overrides)
         return env
 

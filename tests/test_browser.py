@@ -43,10 +43,21 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
+#: Records every Content-Security-Policy violation the page reports, as
+#: "<directive> <blocked URI>", in window.cspViolations.
+RECORD_VIOLATIONS = """
+window.cspViolations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.cspViolations.push(`${event.violatedDirective} ${event.blockedURI}`);
+});
+"""
+
+
 @pytest.fixture
 def docs(browser: Browser, live_server: LiveServer) -> Iterator[tuple[Page, list[str]]]:
     """The docs page, loaded, and every URL the page requested."""
     page = browser.new_page()
+    page.add_init_script(RECORD_VIOLATIONS)
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
     page.goto(f"{live_server.url}/v1/docs")
@@ -68,6 +79,28 @@ def test_docs_page_shows_get_pet_as_deprecated(docs: tuple[Page, list[str]]) -> 
     get_pet = page.locator("#operations-pets-getPet")
     assert "opblock-deprecated" in (get_pet.get_attribute("class") or "")
     assert page.locator(".opblock-deprecated").count() == 1
+
+
+def test_docs_page_works_under_its_content_security_policy_with_no_violation(
+    browser: Browser, live_server: LiveServer
+) -> None:
+    page = browser.new_page()
+    page.add_init_script(RECORD_VIOLATIONS)
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    response = page.goto(f"{live_server.url}/v1/docs")
+    assert response is not None
+    policy = response.headers["content-security-policy"]
+    assert policy.startswith("default-src 'none'; script-src 'self';")
+    assert "frame-ancestors 'none'" in policy
+    page.wait_for_selector(".opblock", timeout=15_000)
+    page.click("#operations-pets-createPet .opblock-summary")  # opens models, examples
+    page.wait_for_selector("#operations-pets-createPet .body-param", timeout=15_000)
+    page.click("button.authorize")
+    page.click("button.btn-done")
+    assert page.evaluate("window.cspViolations") == []
+    assert [text for text in console if "Content Security Policy" in text] == []
+    page.close()
 
 
 def test_docs_page_loads_nothing_from_outside_the_server(
@@ -96,3 +129,4 @@ def test_try_it_with_a_bearer_key_returns_200(
     )
     status.first.wait_for(timeout=15_000)
     assert status.first.inner_text().strip() == "200"
+    assert page.evaluate("window.cspViolations") == []

@@ -413,7 +413,7 @@ def test_openapi_output_is_the_served_document(
         pytest.param({"PETSTORE_ENVIRONMENT": "production"}, id="production-default"),
         pytest.param({"PETSTORE_ENVIRONMENT": "staging"}, id="staging-default"),
         pytest.param(
-            {"PETSTORE_ENVIRONMENT": "production", "PETSTORE_CURSOR_SECRET": "s" * 31},
+            {"PETSTORE_ENVIRONMENT": "production", "PETSTORE_CURSOR_SECRET": "st" * 15 + "s"},
             id="production-short",
         ),
     ],
@@ -451,6 +451,21 @@ INVALID_SETTINGS = [
     pytest.param("PETSTORE_DEPRECATION_DATE", "2026-01-01T00:00:00", id="naive-date"),
     pytest.param("PETSTORE_LOG_LEVEL", "LOUD", id="log-level"),
 ]
+
+
+def test_serve_refuses_dev_key_in_production_before_starting(
+    runner: CliRunner, database_url: str
+) -> None:
+    env = {
+        "PETSTORE_ENVIRONMENT": "production",
+        "PETSTORE_CURSOR_SECRET": "s3cr3t-" * 6,
+        "PETSTORE_DATABASE_URL": database_url,
+    }
+    result = runner.invoke(main, ["serve", "--dev-key"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "--dev-key is refused in production" in result.output
+    assert "petstore_" not in result.output
+    assert "Serving" not in result.output
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from petstore.server.config import (
 )
 from petstore.server.store import migrate
 
-PRIVATE_SECRET = "x" * 32
+PRIVATE_SECRET = "a-private-cursor-secret-of-36-chars!"
 
 
 # Defaults ---------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def test_settings_error_never_shows_the_cursor_secret(monkeypatch: pytest.Monkey
     [
         pytest.param(None, id="default"),
         pytest.param(DEFAULT_CURSOR_SECRET, id="default-spelled-out"),
-        pytest.param("s" * 31, id="31-chars"),
+        pytest.param("st" * 15 + "s", id="31-chars"),
         pytest.param("", id="empty"),
     ],
 )
@@ -208,7 +208,7 @@ def test_staging_and_production_refuse_a_default_or_short_cursor_secret(
 
 
 @pytest.mark.parametrize("environment", ["staging", "production"])
-@pytest.mark.parametrize("secret", ["s" * 32, "a-long-private-random-value-" * 3])
+@pytest.mark.parametrize("secret", ["st" * 16, "a-long-private-random-value-" * 3])
 def test_staging_and_production_accept_a_private_secret_of_32_or_more_characters(
     monkeypatch: pytest.MonkeyPatch, environment: str, secret: str
 ) -> None:
@@ -419,3 +419,58 @@ def test_upgrade_refuses_an_in_memory_database_without_creating_anything(
     with pytest.raises(config.UnsupportedDatabaseError):
         migrate.upgrade("sqlite:///:memory:")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o620, 0o602, 0o664])
+def test_a_secret_file_writable_by_group_or_others_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mode: int
+) -> None:
+    secret = tmp_path / "petstore_cursor_secret"
+    secret.write_text(PRIVATE_SECRET)
+    secret.chmod(mode)
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    with pytest.raises(SettingsError, match="PETSTORE_SECRETS_DIR: ") as raised:
+        load_settings()
+    assert f"{secret} is writable by its group or others (mode {mode:o})" in str(raised.value)
+    assert f"chmod go-w {secret}" in str(raised.value)
+    assert PRIVATE_SECRET not in str(raised.value)
+
+
+def test_a_secret_file_behind_a_symbolic_link_is_judged_by_its_target(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # As Kubernetes mounts a secret: the name is a link into a folder of its own.
+    (tmp_path / "..data").mkdir()
+    target = tmp_path / "..data" / "petstore_cursor_secret"
+    target.write_text(PRIVATE_SECRET)
+    (tmp_path / "petstore_cursor_secret").symlink_to(target)
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    target.chmod(0o640)
+    assert load_settings().cursor_secret.get_secret_value() == PRIVATE_SECRET
+    target.chmod(0o646)
+    with pytest.raises(SettingsError, match="writable by its group or others"):
+        load_settings()
+
+
+def test_files_of_the_secrets_dir_that_are_no_setting_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "README").write_text("not a setting")
+    (tmp_path / "README").chmod(0o666)
+    (tmp_path / "petstore_port").write_text("9002")
+    (tmp_path / "petstore_port").chmod(0o600)
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    assert load_settings().port == 9002
+
+
+@pytest.mark.parametrize("environment", ["development", "staging", "production"])
+@pytest.mark.parametrize("secret", ["x" * 32, "0" * 64, "é" * 40, "z"])
+def test_a_cursor_secret_of_one_repeated_character_is_refused(
+    monkeypatch: pytest.MonkeyPatch, environment: str, secret: str
+) -> None:
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", secret)
+    with pytest.raises(SettingsError, match="PETSTORE_CURSOR_SECRET: ") as raised:
+        load_settings()
+    assert "not one character repeated" in str(raised.value)
+    assert secret not in str(raised.value)

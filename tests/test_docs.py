@@ -59,6 +59,44 @@ def test_missing_docs_asset_is_a_404_error_body(client: TestClient) -> None:
     assert response.json()["code"] == "not_found"
 
 
+@pytest.mark.parametrize(
+    "asset",
+    [
+        "swagger-editor-bundle.js",
+        "swagger-editor-bundle.js.map",
+        "oauth2-redirect.html",
+        "swagger-initializer.js",
+        "swagger-ui.js",
+        "index.css",
+        "LICENSE",
+        "favicon-32x32.png",
+        "../static/swagger-ui.css",
+    ],
+)
+def test_static_files_the_docs_page_does_not_load_are_not_served(
+    client: TestClient, asset: str
+) -> None:
+    response = client.get(f"/v1/docs/assets/{asset}")
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["code"] == "not_found"
+
+
+def test_the_docs_page_has_a_policy_allowing_only_this_server_and_the_deployments(
+    client: TestClient,
+) -> None:
+    page = client.get("/v1/docs")
+    assert page.headers.get_list("content-security-policy") == [
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self' https://petstore.example.com https://staging.petstore.example.com; "
+        "form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+    ]
+    assert page.headers["x-frame-options"] == "DENY"
+    assert client.get("/v1/docs/init.js").headers["content-security-policy"] == (
+        "frame-ancestors 'none'"
+    )
+
+
 def test_healthz_answers_without_a_key(client: TestClient) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200

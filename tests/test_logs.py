@@ -280,3 +280,73 @@ def test_configure_patches_nothing_of_the_standard_library(
     flags = (logging._srcfile, logging.logThreads, logging.logProcesses)
     configure(True)
     assert (logging._srcfile, logging.logThreads, logging.logProcesses) == flags
+
+
+# What a client sends cannot forge a line ---------------------------------------------
+
+#: A path that, written as it is, would end the line and start a forged access line
+#: coloured red by an ANSI escape.
+FORGING_PATH = (
+    "/nowhere\n2026-01-01 00:00:00,000 INFO petstore.access request_id=x GET /v1/pets 200"
+    " 1.0ms\x1b[31m\r\x7f\x85\u2028"
+)
+ESCAPED_PATH = (
+    "/nowhere\\n2026-01-01 00:00:00,000 INFO petstore.access request_id=x GET /v1/pets 200"
+    " 1.0ms\\x1b[31m\\r\\x7f\\x85\\u2028"
+)
+
+
+def log_forging(client: str | None = None) -> None:
+    logs.access(
+        request_id="r3",
+        method="GET",
+        route=None,
+        path=FORGING_PATH,
+        status=404,
+        seconds=0.002,
+        api_key_id=None,
+        client=client,
+    )
+
+
+def test_a_text_access_line_escapes_the_control_characters_of_the_path(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(False)
+    log_forging(client="10.0.0.1\x1b[2J:0")
+    (line,) = written(capfd)
+    assert line.endswith(
+        f"INFO petstore.access request_id=r3 GET {ESCAPED_PATH} 404 2.0ms client=10.0.0.1\\x1b[2J:0"
+    ), line
+    assert "\x1b" not in line
+
+
+def test_a_json_access_line_escapes_the_control_characters_of_the_path(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(True)
+    log_forging()
+    (text,) = written(capfd)
+    assert json.loads(text)["message"] == f"GET {ESCAPED_PATH} 404 2.0ms"
+    assert not any(c in text for c in "\x1b\x7f\x85\u2028")
+
+
+def test_other_text_lines_escape_control_characters(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    configure(False)
+    logging.getLogger("petstore.test").warning("a\nb\x1bc")
+    (line,) = written(capfd)
+    assert line.endswith("request_id=- a\\nb\\x1bc")
+
+
+def test_a_percent_encoded_line_break_in_a_path_is_one_text_line(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str], client: Any
+) -> None:
+    configure(False)
+    response = client.get("/nowhere%0AGET%20/v1/pets%20200%1B[31m")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+    lines = [line for line in written(capfd) if "petstore.access" in line]
+    assert len(lines) == 1, lines
+    assert "GET /nowhere\\nGET /v1/pets 200\\x1b[31m 404 " in lines[0]

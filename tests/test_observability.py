@@ -196,7 +196,7 @@ def test_text_logs_in_development_and_json_elsewhere() -> None:
     assert Settings().json_logs is False
     assert Settings(log_format="json").json_logs is True
     assert (
-        Settings(environment="production", cursor_secret="x" * 40).json_logs  # type: ignore[arg-type]
+        Settings(environment="production", cursor_secret="xy" * 20).json_logs  # type: ignore[arg-type]
         is True
     )
 

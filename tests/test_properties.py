@@ -48,9 +48,14 @@ def properties(max_examples: int) -> hypothesis.settings:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    """The real settings, with a rate limit no property run can reach (D15 is tested
-    elsewhere; here a 429 would hide the answer under test)."""
-    return Settings(database_url=database_url, rate_limit="1000000/minute")
+    """The real settings, with a rate limit and a failed-authentication limit no
+    property run can reach (both are tested elsewhere; here a 429 would hide the
+    answer under test)."""
+    return Settings(
+        database_url=database_url,
+        rate_limit="1000000/minute",
+        auth_failure_limit="1000000/minute",
+    )
 
 
 # --- oracles, from the decisions ------------------------------------------------------

@@ -47,6 +47,32 @@ def test_serve_does_not_print_a_key_again_when_one_is_active(tmp_path: Path) -> 
     assert first
 
 
+#: A staging instance's settings: a private cursor secret, as staging requires.
+STAGING = {"PETSTORE_ENVIRONMENT": "staging", "PETSTORE_CURSOR_SECRET": "s3cr3t-" * 6}
+
+
+def test_staging_serve_prints_no_key_unless_asked(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path, env=STAGING)
+    server.start()
+    server.stop()
+    assert "petstore_" not in server.output(), "no key when none is active and none asked"
+    assert "Serving" in server.output()
+    server.start("--dev-key")
+    server.stop()
+    key = server.dev_key
+    assert server.output().count(key) == 2  # the key, and the curl line
+    server.start("--dev-key")
+    server.stop()
+    assert "petstore_" not in server.output(), "a key is active: nothing created again"
+
+
+def test_development_serve_creates_no_key_with_no_dev_key(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path)
+    server.start("--no-dev-key")
+    server.stop()
+    assert "petstore_" not in server.output()
+
+
 def test_production_serve_refuses_the_default_cursor_secret(tmp_path: Path) -> None:
     server = LiveServer(tmp_path, env={"PETSTORE_ENVIRONMENT": "production"})
     result = server.refused()
@@ -110,8 +136,12 @@ def test_schemathesis_finds_no_failure(
 ) -> None:
     """All checks, positive and negative data, every phase; bounded to a few minutes,
     each phase's line shown as it ends."""
-    # The fuzzer sends thousands of requests a minute with one key: lift its limit.
-    limit = {"PETSTORE_RATE_LIMIT": "1000000/minute"}
+    # The fuzzer sends thousands of requests a minute with one key, and many without
+    # a valid one: lift both limits.
+    limit = {
+        "PETSTORE_RATE_LIMIT": "1000000/minute",
+        "PETSTORE_AUTH_FAILURE_LIMIT": "1000000/minute",
+    }
     with _served(backend, tmp_path / "server", env=limit) as live_server:
         output = _run_schemathesis(live_server, tmp_path, backend=backend, capsys=capsys)
     assert "No issues found" in output, output[-6000:]

@@ -10,14 +10,10 @@ from datetime import UTC, datetime
 import click
 
 from petstore.cli.store import settings_or_usage_error, with_store
-from petstore.cli.tables import table, width
+from petstore.cli.tables import fit_width, table, wide_option
 from petstore.server.config import check_rate_limit
 from petstore.server.rules import keys
 from petstore.server.store import ApiKey, Store
-
-#: The widest NAME shown by ``keys list`` (the table stays within 100 columns;
-#: ``--json`` has the whole name).
-NAME_COLUMNS = 16
 
 
 class Timestamp(click.ParamType[datetime]):
@@ -128,19 +124,15 @@ def _state(record: ApiKey, now: datetime) -> str:
     return "active"
 
 
-def _short(name: str) -> str:
-    if width(name) <= NAME_COLUMNS:
-        return name
-    while width(name + "…") > NAME_COLUMNS:
-        name = name[:-1]
-    return name + "…"
-
-
 @keys_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per key.")
-def keys_list(as_json: bool) -> None:
+@wide_option
+def keys_list(as_json: bool, wide: bool) -> None:
     """List keys: id, name, prefix, scopes, rate limit, created, expires and state
-    (active, expired or revoked). Never a secret."""
+    (active, expired or revoked). Never a secret.
+
+    On a terminal, a name too long for its width is shortened with an ellipsis
+    (--wide: whole); to a pipe every name is whole."""
     records = with_store(settings_or_usage_error(), keys.list_keys)
     now = datetime.now(UTC)
 
@@ -162,9 +154,9 @@ def keys_list(as_json: bool) -> None:
         expires = r.expires_at.date().isoformat() if r.expires_at else "-"
         created = r.created_at.date().isoformat()
         limit = r.rate_limit or "default"
-        rows.append((str(r.id), _short(r.name), r.prefix, scopes, limit, created, expires))
+        rows.append((str(r.id), r.name, r.prefix, scopes, limit, created, expires))
         rows[-1] += (_state(r, now),)
-    for line in table(rows):
+    for line in table(rows, fit=fit_width(wide=wide), shrink=(1, 4)):
         click.echo(line)
 
 

@@ -91,6 +91,22 @@ def _can_bind(
     return True
 
 
+def creates_dev_key(environment: Environment, asked: bool | None) -> bool:
+    """Whether ``serve`` creates (and prints) a ``dev`` key when no key is active:
+    in development unless ``--no-dev-key``; in staging only with ``--dev-key``, as a
+    key printed to a shared log is a key anyone reading it holds; never in
+    production. Raises click.UsageError for ``--dev-key`` in production."""
+    if environment is Environment.PRODUCTION:
+        if asked:
+            raise click.UsageError(
+                "--dev-key is refused in production; create keys with: petstore keys create"
+            )
+        return False
+    if environment is Environment.STAGING:
+        return bool(asked)
+    return asked is None or asked
+
+
 def drain_seconds(settings: Settings) -> float:
     """The drain of a SIGTERM: ``shutdown_drain_seconds``, except in development
     when PETSTORE_SHUTDOWN_DRAIN_SECONDS is not set, where no load balancer waits
@@ -111,12 +127,25 @@ def drain_seconds(settings: Settings) -> float:
     default=None,
     help="Apply pending migrations first [PETSTORE_MIGRATE_ON_START; always for SQLite].",
 )
-def serve(host: str | None, port: int | None, workers: int | None, migrate: bool | None) -> None:
+@click.option(
+    "--dev-key/--no-dev-key",
+    default=None,
+    help="Create and print a key named dev when no key is active [default: in "
+    "development only; staging only when asked; never in production].",
+)
+def serve(
+    host: str | None,
+    port: int | None,
+    workers: int | None,
+    migrate: bool | None,
+    dev_key: bool | None,
+) -> None:
     """Serve the API at http://HOST:PORT/v1.
 
     Applies pending migrations to an embedded SQLite database; on PostgreSQL only
-    with --migrate, and refuses to start on an out-of-date schema. Outside
-    production, creates and prints an API key named "dev" when no key is active.
+    with --migrate, and refuses to start on an out-of-date schema. In development
+    (and in staging with --dev-key), creates and prints an API key named "dev" when
+    no key is active.
 
     Refuses (exit 1) a host and port another process listens on.
 
@@ -132,6 +161,7 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     settings = settings_or_usage_error(
         host=host, port=port, workers=workers, migrate_on_start=migrate
     )
+    create_dev_key = creates_dev_key(settings.environment, dev_key)
     # Workers build their app from the environment: hand them the same settings.
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
@@ -140,16 +170,16 @@ def serve(host: str | None, port: int | None, workers: int | None, migrate: bool
     refuse_a_taken_address(settings.host, settings.port)
 
     async def prepare(store: Store) -> str | None:
-        if settings.environment is Environment.PRODUCTION:
+        if not create_dev_key:
             return None
         return await keys.ensure_dev_key(store, now=datetime.now(UTC))
 
-    dev_key = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
+    created = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
     url = f"http://{settings.host}:{settings.port}/v1"
-    if dev_key is not None:
+    if created is not None:
         click.echo('No active API key: created one named "dev" (shown only now):')
-        click.echo(f"  {dev_key}")
-        click.echo(f'  curl -H "Authorization: Bearer {dev_key}" {url}/pets')
+        click.echo(f"  {created}")
+        click.echo(f'  curl -H "Authorization: Bearer {created}" {url}/pets')
     click.echo(f"Serving {url} (docs: {url}/docs)")
     sys.stdout.flush()
     with shutdown.drain_marker() as marker:  # before Granian: its workers inherit the path

@@ -32,21 +32,23 @@ import msgspec
 
 from petstore.cli.connection import call, client, connection
 from petstore.cli.importer import pets_import
-from petstore.cli.tables import table
+from petstore.cli.tables import fit_width, table, wide_option
 from petstore.client import SunsetWarning
 from petstore.schemas import Pet, PetStatus
 
 _STATUS = click.Choice([status.value for status in PetStatus])
 
 
-def _show(pets: list[Pet], *, as_json: bool) -> None:
+def _show(pets: list[Pet], *, as_json: bool, wide: bool = False) -> None:
+    """``pets`` as JSON lines, or as a table whose names are shortened to fit a
+    terminal (never to a pipe, nor with ``wide``)."""
     if as_json:
         for pet in pets:
             click.echo(msgspec.json.encode(pet))
         return
     rows = [("ID", "NAME", "CATEGORY", "STATUS")]
     rows += [(str(p.id), p.name, str(p.category_id), p.status.value) for p in pets]
-    for line in table(rows):
+    for line in table(rows, fit=fit_width(wide=wide), shrink=(1,)):
         click.echo(line)
 
 
@@ -62,9 +64,15 @@ def pets_group() -> None:
 @click.option("--limit", type=click.IntRange(1, 100), help="Page size (1-100, default 20).")
 @click.option("--all", "every", is_flag=True, help="Follow every page to the end.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per animal.")
+@wide_option
 @click.pass_context
 def pets_list(
-    ctx: click.Context, status: str | None, limit: int | None, every: bool, as_json: bool
+    ctx: click.Context,
+    status: str | None,
+    limit: int | None,
+    every: bool,
+    as_json: bool,
+    wide: bool,
 ) -> None:
     """List animals in id order: one page, or with --all every page."""
     with client(ctx) as petstore:
@@ -72,7 +80,7 @@ def pets_list(
             pets = call(lambda: list(petstore.iter_pets(status, limit=limit or 100)))
         else:
             pets = call(lambda: petstore.list_pets(status, limit=limit).pets)
-    _show(pets, as_json=as_json)
+    _show(pets, as_json=as_json, wide=wide)
 
 
 @pets_group.command("add")
@@ -81,22 +89,29 @@ def pets_list(
 @click.option("--category-id", type=int, required=True, help="The category's id (>= 1).")
 @click.option("--status", type=_STATUS, help="Default: available.")
 @click.option("--json", "as_json", is_flag=True, help="Print the animal as JSON.")
+@wide_option
 @click.pass_context
 def pets_add(
-    ctx: click.Context, name: str, category_id: int, status: str | None, as_json: bool
+    ctx: click.Context,
+    name: str,
+    category_id: int,
+    status: str | None,
+    as_json: bool,
+    wide: bool,
 ) -> None:
     """Add an animal (retried safely with an Idempotency-Key)."""
     with client(ctx) as petstore:
         pet = call(lambda: petstore.create_pet(name, category_id=category_id, status=status))
-    _show([pet], as_json=as_json)
+    _show([pet], as_json=as_json, wide=wide)
 
 
 @pets_group.command("get", context_settings={"ignore_unknown_options": True})
 @connection
 @click.argument("pet_id", type=int, metavar="PET_ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the animal as JSON.")
+@wide_option
 @click.pass_context
-def pets_get(ctx: click.Context, pet_id: int, as_json: bool) -> None:
+def pets_get(ctx: click.Context, pet_id: int, as_json: bool, wide: bool) -> None:
     """Get one animal by id. Deprecated by the service: prefer pets list --status
     (a notice goes to stderr)."""
     with client(ctx) as petstore, warnings.catch_warnings(record=True) as caught:
@@ -110,7 +125,7 @@ def pets_get(ctx: click.Context, pet_id: int, as_json: bool) -> None:
                 f"--status STATUS instead.",
                 err=True,
             )
-    _show([pet], as_json=as_json)
+    _show([pet], as_json=as_json, wide=wide)
 
 
 pets_group.add_command(pets_import)

@@ -28,11 +28,13 @@ from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
 from petstore.server.http.docs import DocsPages
 from petstore.server.http.exchange import BodyReader, Exchange
+from petstore.server.http.links import link_base
 from petstore.server.http.operations import Admission, Creates, Deprecation, PetsApi
 from petstore.server.http.pipeline import Service
 from petstore.server.http.routes import Operation, Route
 from petstore.server.rules import pagination
 from petstore.server.rules.auth import KeyVerifier
+from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.idempotency import TTL, IdempotentCreates
 from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.ratelimit import RateLimiter
@@ -73,10 +75,11 @@ def create_app(
     drain_marker: str | None = None,
 ) -> Service:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
-    idempotency records (D16) and key expiry, ``monotonic`` for what is kept for
-    seconds (verified keys, kept answers); once the file ``drain_marker`` exists,
-    ``/readyz`` answers 503 (:mod:`petstore.server.shutdown`). The database must
-    already be migrated (``petstore db upgrade``); the lifespan connects to it.
+    idempotency records (D16) and key expiry, ``monotonic`` for what is kept or
+    counted for seconds (verified keys, kept answers, the failed-authentication
+    limit); once the file ``drain_marker`` exists, ``/readyz`` answers 503
+    (:mod:`petstore.server.shutdown`). The database must already be migrated
+    (``petstore db upgrade``); the lifespan connects to it.
     """
     store = compose_store(settings, monotonic=monotonic)
     traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
@@ -108,6 +111,9 @@ def create_app(
                 cache_seconds=settings.key_cache_seconds,
             ),
             rate_limiter,
+            None
+            if settings.auth_failure_limit is None
+            else FailedAuthentications.from_notation(settings.auth_failure_limit, clock=monotonic),
         ),
         creates=Creates(
             BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
@@ -116,6 +122,7 @@ def create_app(
             metrics,
         ),
         deprecation=Deprecation(settings.deprecation_date, clock),
+        links=link_base(settings),
         drain_marker=drain_marker,
     )
     docs = DocsPages(settings)

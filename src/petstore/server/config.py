@@ -8,6 +8,7 @@ variable, so ``petstore serve`` can print it and exit instead of a traceback.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +26,7 @@ from pydantic import (
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SecretsSettingsSource,
     SettingsConfigDict,
@@ -47,6 +49,18 @@ DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
 DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+#: A host name, an IPv4 address or an IPv6 address (without brackets).
+_HOST_NAME = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+")
+
+
+def check_failure_limit(notation: str | None) -> str | None:
+    """A failed-authentication limit: a rate limit (``30/minute``), or ``off``
+    (None). Raises ValueError otherwise."""
+    if notation is None or notation.strip().lower() == "off":
+        return None
+    return check_rate_limit(notation)
+
+
 class Environment(StrEnum):
     """Where an instance runs; staging and production refuse unsafe settings."""
 
@@ -67,8 +81,9 @@ class Settings(BaseSettings):
     A variable wins over a file.
 
     Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist, on a drain not shorter than the shutdown timeout, and on a
-    default or short cursor secret outside development.
+    does not exist or holds a setting's file its group or others may write, on a
+    drain not shorter than the shutdown timeout, on a cursor secret of one repeated
+    character, and on a default or short cursor secret outside development.
     """
 
     model_config = SettingsConfigDict(env_prefix="PETSTORE_", frozen=True, extra="ignore")
@@ -105,6 +120,9 @@ class Settings(BaseSettings):
     #: D15: requests per API key, in the notation of the ``limits`` library.
     rate_limit: Annotated[str, AfterValidator(check_rate_limit)] = "600/minute"
     rate_limit_enabled: bool = True
+    #: Failed authentications (401) per client address before its requests are
+    #: answered 429 for the rest of the window (rules/auth_failures.py); None: off.
+    auth_failure_limit: Annotated[str | None, AfterValidator(check_failure_limit)] = "30/minute"
     #: D15: shared rate-limit counters for several instances, e.g. redis://127.0.0.1:6379/0.
     redis_url: Annotated[str | None, AfterValidator(check_redis_url)] = None
     #: D16: seconds between purges of idempotency records older than 24 hours.
@@ -112,6 +130,11 @@ class Settings(BaseSettings):
     #: Take the scheme and client address from X-Forwarded-Proto / X-Forwarded-For
     #: (only behind a proxy that sets them): Link URLs then say https.
     trust_forwarded_headers: bool = False
+    #: Host names whose requests get links under their own Host (comma-separated;
+    #: lower-case, IPv6 without brackets); others get the environment's configured
+    #: URL. None: the loopback names in development, none elsewhere
+    #: (:mod:`petstore.server.http.links`).
+    allowed_hosts: Annotated[tuple[str, ...] | None, NoDecode] = None
     #: D17: seconds a client may take to send a request body once its headers arrived.
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
@@ -170,6 +193,25 @@ class Settings(BaseSettings):
             raise ValueError(f"no such directory: {value}")
         return value
 
+    @field_validator("secrets_dir")
+    @classmethod
+    def _files_only_their_owner_writes(cls, directory: Path | None) -> Path | None:
+        """Refuse a setting's file that its group or others may write: whoever can
+        write it chooses the cursor secret or the database the instance trusts."""
+        if directory is None:
+            return None
+        names = {f"petstore_{name}" for name in cls.model_fields}
+        for path in sorted(directory.iterdir()):
+            if path.name.lower() not in names or not path.is_file():
+                continue
+            mode = path.stat().st_mode  # a symbolic link's target, as Kubernetes mounts them
+            if mode & 0o022:
+                raise ValueError(
+                    f"{path} is writable by its group or others (mode {mode & 0o777:o}); "
+                    f"make it writable by its owner only: chmod go-w {path}"
+                )
+        return directory
+
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:
         if self.shutdown_drain_seconds >= self.shutdown_timeout_seconds:
@@ -202,6 +244,22 @@ class Settings(BaseSettings):
             raise ValueError("must end with the version segment /v1 (D19)")
         return url
 
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return ()  # set but empty: no host is allowed, every link is configured
+        names = tuple(name.strip().strip("[]").lower() for name in value.split(","))
+        for name in names:
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a host name or address; give names separated by "
+                    "commas, e.g. localhost,127.0.0.1,petstore.internal"
+                )
+        return names
+
     @field_validator("deprecation_date")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
@@ -215,6 +273,18 @@ class Settings(BaseSettings):
         if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
         return value.upper()
+
+    @field_validator("cursor_secret")
+    @classmethod
+    def _not_one_repeated_byte(cls, secret: SecretStr) -> SecretStr:
+        """Refuse a cursor secret whose characters are all alike (``xxxx...``, or empty):
+        a placeholder, never a private value, in any environment."""
+        if len(set(secret.get_secret_value())) <= 1:
+            raise ValueError(
+                "must be a private random value, not one character repeated "
+                "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return secret
 
     @model_validator(mode="after")
     def _safe_outside_development(self) -> Self:

@@ -3,6 +3,12 @@
 The document is ``openapi.yaml`` in this package, reviewed by hand (spec first);
 only its ``servers`` are filled from the settings. The docs page is Swagger UI 5
 from the ``swagger-ui-py`` package's static files, so it works with no internet.
+
+The page carries a Content-Security-Policy of its own (:func:`docs_policy`): scripts,
+styles and images from this server only (images also as ``data:`` URLs, which
+Swagger UI's stylesheet uses), requests to this server and the configured
+deployments, nothing else; and of the package's static files only the two the page
+loads are served (:data:`ASSET_FILES`).
 """
 
 from __future__ import annotations
@@ -16,14 +22,18 @@ from typing import Any
 import yaml
 from starlette.staticfiles import StaticFiles
 
+from petstore.server import errors
 from petstore.server.config import Settings
-from petstore.server.http.exchange import Exchange
+from petstore.server.http.exchange import Exchange, Header
 from petstore.server.rules.pets import SUNSET
 
 HTML = b"text/html; charset=utf-8"
 JAVASCRIPT = b"text/javascript; charset=utf-8"
 #: Where Swagger UI's static files are served.
 ASSETS = "/v1/docs/assets"
+#: The files of Swagger UI's static folder that the docs page loads: the only ones
+#: served (the editor bundles, source maps and OAuth2 redirect page are not).
+ASSET_FILES = frozenset({"swagger-ui.css", "swagger-ui-bundle.js"})
 
 
 def openapi_document(settings: Settings) -> dict[str, Any]:
@@ -86,6 +96,29 @@ header); from then on it answers <code>410 gone</code>.</p>
 """
 
 
+def docs_policy(settings: Settings) -> str:
+    """The Content-Security-Policy of the docs page (CSP Level 3): only what Swagger
+    UI needs, as checked in a real browser (tests/test_browser.py). "Try it out"
+    may call this server and the production and staging base URLs of ``settings``
+    (the document's ``servers``, D19)."""
+    origins = sorted(
+        {f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port not in (80, 443) else "")
+         for url in (settings.base_url, settings.staging_base_url)}
+    )  # fmt: skip
+    return "; ".join(
+        (
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            f"connect-src 'self' {' '.join(origins)}",
+            "form-action 'none'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+        )
+    )
+
+
 class DocsPages:
     """``/v1/openapi.json`` (no key needed, D12), the interactive docs page
     ``/v1/docs`` with its script and assets, and the deprecations page (D14)."""
@@ -93,14 +126,19 @@ class DocsPages:
     def __init__(self, settings: Settings) -> None:
         self._document = json.dumps(openapi_document(settings), indent=2).encode()
         self._assets = StaticFiles(directory=_swagger_ui_assets())
+        self._policy: Header = (b"content-security-policy", docs_policy(settings).encode())
 
     async def openapi_json(self, exchange: Exchange) -> None:
         """The OpenAPI 3.1 document of this deployment."""
         await exchange.respond(200, self._document)
 
     async def docs_page(self, exchange: Exchange) -> None:
-        """The interactive docs page (Swagger UI, no internet needed)."""
-        await exchange.respond(200, _DOCS_PAGE.encode(), content_type=HTML)
+        """The interactive docs page (Swagger UI, no internet needed), under its own
+        Content-Security-Policy instead of the API's ``frame-ancestors 'none'``."""
+        exchange.headers = [
+            header for header in exchange.headers if header[0] != b"content-security-policy"
+        ]
+        await exchange.respond(200, _DOCS_PAGE.encode(), [self._policy], content_type=HTML)
 
     async def docs_init(self, exchange: Exchange) -> None:
         """The script that starts Swagger UI on the document."""
@@ -111,5 +149,8 @@ class DocsPages:
         await exchange.respond(200, _DEPRECATIONS_PAGE.encode(), content_type=HTML)
 
     async def assets(self, exchange: Exchange) -> None:
-        """Swagger UI's static files, under :data:`ASSETS`."""
+        """The static files of Swagger UI the page loads (:data:`ASSET_FILES`), under
+        :data:`ASSETS`; raises NotFound for any other."""
+        if exchange.path_param not in ASSET_FILES:
+            raise errors.NotFound("no such path; the API lives under /v1 (see /v1/docs)")
         await exchange.forward(self._assets, mounted_at=ASSETS)

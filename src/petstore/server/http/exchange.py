@@ -1,6 +1,6 @@
 """The HTTP toolkit every endpoint stands on: one request and its answer
-(:class:`Exchange`), reading a request body within its limits (:class:`BodyReader`,
-D17), and the base URL a client called.
+(:class:`Exchange`) and reading a request body within its limits (:class:`BodyReader`,
+D17).
 
 Plain ASGI, no framework: the request path of the three operations runs a few
 thousand times a second a core, and Starlette's request, response and routing layers
@@ -14,8 +14,6 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lru import LRU
-from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -118,21 +116,6 @@ class Exchange:
             await app({**self.scope, "root_path": mounted_at}, self.receive, send)
         except HTTPException as exc:
             await self.fail(errors.from_http_status(exc.status_code, exc.headers))
-
-    def base_url(self) -> str:
-        """``scheme://host/`` as the client called the service, for the absolute links
-        of D9 and D14; cached per scheme and Host, as building it parses the whole URL."""
-        scope = self.scope
-        key = (scope["scheme"], self.header(b"host") or "")
-        base = _BASE_URLS.get(key)
-        if base is None:
-            base = str(URL(scope={**scope, "path": "/", "query_string": b"", "root_path": ""}))
-            _BASE_URLS[key] = base
-        return base
-
-
-#: A few hosts in practice; never unbounded (a client chooses its Host header).
-_BASE_URLS: LRU[tuple[str, str], str] = LRU(64)
 
 
 class BodyReader:

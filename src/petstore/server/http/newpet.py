@@ -160,15 +160,21 @@ def _no_constant(name: str) -> object:
 
 def _lone_surrogate(value: object) -> int | None:
     """The code point of a surrogate in any string (member names included) of the
-    decoded JSON ``value``, or None."""
-    if isinstance(value, str):
-        return next((ord(c) for c in value if "\ud800" <= c <= "\udfff"), None)
-    items: list[object] = []
-    if isinstance(value, dict):
-        items = [*value.keys(), *value.values()]
-    elif isinstance(value, list):
-        items = value
-    return next((s for s in map(_lone_surrogate, items) if s is not None), None)
+    decoded JSON ``value``, or None. Walks with a stack of its own, never by recursion:
+    json.loads accepts nesting deeper than a recursive walk could follow before
+    Python's recursion limit, and a RecursionError here would be a 500."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            found = next((ord(c) for c in item if "\ud800" <= c <= "\udfff"), None)
+            if found is not None:
+                return found
+        elif isinstance(item, dict):
+            pending.extend(reversed([*item.keys(), *item.values()]))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
+    return None
 
 
 def _refuse_repeated_members(body: bytes) -> None:

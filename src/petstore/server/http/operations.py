@@ -22,8 +22,10 @@ from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.http import newpet, parsing
 from petstore.server.http.exchange import BodyReader, Exchange, Header
+from petstore.server.http.links import LinkBase
 from petstore.server.rules import keys, pets, ratelimit
-from petstore.server.rules.auth import KeyVerifier
+from petstore.server.rules.auth import Caller, KeyVerifier
+from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.idempotency import IdempotentCreates
 from petstore.server.rules.pagination import PageSource
 from petstore.server.rules.ratelimit import RateLimiter
@@ -38,11 +40,13 @@ KEY_POLICY = "key"
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Who may call, and how often: the API key ``verifier`` (D12, D13, D21) and the
-    ``rate_limiter`` (D15, D22; None: no limits)."""
+    """Who may call, and how often: the API key ``verifier`` (D12, D13, D21), the
+    ``rate_limiter`` (D15, D22; None: no limits) and the limit on ``failures`` to
+    authenticate per client address (None: no limit)."""
 
     verifier: KeyVerifier
     rate_limiter: RateLimiter | None
+    failures: FailedAuthentications | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +73,9 @@ class Deprecation:
 class PetsApi:
     """The ``/v1/pets`` operations and ``/readyz`` over what :func:`create_app` built:
     the ``store``, its ``pages`` (D9), the ``admission`` of callers, what ``creates``
-    need and getPet's ``deprecation``. ``drain_marker`` is the file whose existence
-    means this instance is shutting down (:mod:`petstore.server.shutdown`); None: it
-    never drains.
+    need, getPet's ``deprecation`` and where absolute ``links`` point.
+    ``drain_marker`` is the file whose existence means this instance is shutting
+    down (:mod:`petstore.server.shutdown`); None: it never drains.
     """
 
     def __init__(
@@ -82,12 +86,15 @@ class PetsApi:
         admission: Admission,
         creates: Creates,
         deprecation: Deprecation,
+        links: LinkBase,
         drain_marker: str | None = None,
     ) -> None:
         self.store = store
+        self.links = links
         self.pages = pages
         self.verifier = admission.verifier
         self.rate_limiter = admission.rate_limiter
+        self.failures = admission.failures
         self.creates = creates
         self.drain_marker = drain_marker
         self.clock = deprecation.clock
@@ -101,7 +108,7 @@ class PetsApi:
             (b"deprecation", f"@{int(deprecation.date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(pets.SUNSET, usegmt=True).encode()),  # RFC 8594
         ]
-        self._deprecation_by_host: LRU[tuple[str, str], list[Header]] = LRU(64)
+        self._deprecation_by_base: LRU[str, list[Header]] = LRU(64)
         self._gone = (
             f"GET /v1/pets/{{petId}} was removed on {format_datetime(pets.SUNSET, usegmt=True)}; "
             f"use {pets.REPLACEMENT}"
@@ -113,7 +120,11 @@ class PetsApi:
         await self._authenticate(exchange, keys.READ)
         status, limit, cursor = parsing.list_query(exchange.scope["query_string"])
         body, next_cursor = await self.pages.page(status=status, limit=limit, cursor=cursor)
-        headers = [] if next_cursor is None else [_next_link(exchange, next_cursor, limit, status)]
+        headers = (
+            []
+            if next_cursor is None
+            else [_next_link(self.links.base(exchange), next_cursor, limit, status)]
+        )
         await exchange.respond(200, body, headers)
 
     async def create_pet(self, exchange: Exchange) -> None:
@@ -171,10 +182,10 @@ class PetsApi:
         """
         limiter = self.rate_limiter
         if limiter is None:
-            caller = await self.verifier.verify(exchange.header(b"authorization"))
+            caller = await self._verify(exchange)
         else:
             try:
-                caller = await self.verifier.verify(exchange.header(b"authorization"))
+                caller = await self._verify(exchange)
             except errors.PetstoreError:  # no key known: the service's policy
                 exchange.headers.append(self._service_policy[1])
                 raise
@@ -196,6 +207,22 @@ class PetsApi:
                     )
         return caller.api_key_id
 
+    async def _verify(self, exchange: Exchange) -> Caller:
+        """The caller of ``exchange``'s key (:meth:`KeyVerifier.verify`), its failure
+        counted against the client's address; an address over the failure limit is
+        answered 429 before its key is looked at (:mod:`.rules.auth_failures`)."""
+        failures = self.failures
+        if failures is None:
+            return await self.verifier.verify(exchange.header(b"authorization"))
+        client = exchange.scope.get("client")
+        address = client[0] if client else "-"
+        failures.check(address)
+        try:
+            return await self.verifier.verify(exchange.header(b"authorization"))
+        except errors.Unauthorized:
+            failures.failed(address)
+            raise
+
     def _policy(self, own_limit: str | None) -> tuple[bytes, Header]:
         """The policy name and ``RateLimit-Policy`` field of a key with ``own_limit``
         (None: the service's limit, :data:`SERVICE_POLICY`; else :data:`KEY_POLICY`)."""
@@ -209,23 +236,22 @@ class PetsApi:
         return found
 
     def _deprecation_headers(self, exchange: Exchange) -> list[Header]:
-        """getPet's D14 headers, the Link absolute under the base URL the client called;
-        built once for each scheme and Host, the 64 last used kept."""
-        key = (exchange.scope["scheme"], exchange.header(b"host") or "")
-        headers = self._deprecation_by_host.get(key)
+        """getPet's D14 headers, the Link absolute under the base of :attr:`links`;
+        built once for each base, the 64 last used kept."""
+        base = self.links.base(exchange)
+        headers = self._deprecation_by_base.get(base)
         if headers is None:
-            docs = f"{exchange.base_url()}v1/docs/deprecations"
-            link = f'<{docs}>; rel="deprecation"; type="text/html"'.encode()
-            headers = self._deprecation_by_host[key] = [*self._deprecation, (b"link", link)]
+            link = f'<{base}v1/docs/deprecations>; rel="deprecation"; type="text/html"'.encode()
+            headers = self._deprecation_by_base[base] = [*self._deprecation, (b"link", link)]
         return headers
 
 
-def _next_link(exchange: Exchange, cursor: str, limit: int, status: PetStatus | None) -> Header:
-    """The ``Link`` header naming the next page (D9, RFC 8288), keeping ``limit`` and
-    ``status``. Every value is URL-safe as it is (a decimal, a PetStatus, an
-    unpadded base64url cursor), so none needs percent-encoding."""
+def _next_link(base: str, cursor: str, limit: int, status: PetStatus | None) -> Header:
+    """The ``Link`` header naming the next page (D9, RFC 8288) under ``base``,
+    keeping ``limit`` and ``status``. Every value is URL-safe as it is (a decimal, a
+    PetStatus, an unpadded base64url cursor), so none needs percent-encoding."""
     status_part = "" if status is None else f"&status={status.value}"
-    url = f"{exchange.base_url()}v1/pets?limit={limit}{status_part}&cursor={cursor}"
+    url = f"{base}v1/pets?limit={limit}{status_part}&cursor={cursor}"
     return (b"link", f'<{url}>; rel="next"'.encode())
 
 

@@ -16,6 +16,7 @@ ordinary LogRecord with the same message and fields is logged instead.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import deque
 from datetime import UTC, datetime
@@ -66,6 +67,20 @@ AccessFields = tuple[
 #: message, and the message itself. The others follow it.
 _IN_TEXT_MESSAGE = frozenset(("request_id", "method", "route", "status", "duration_ms"))
 _TEXT_TAIL = tuple(field for field in REQUEST_FIELDS if field not in _IN_TEXT_MESSAGE)
+#: Control characters (C0, DEL, C1: ESC and CSI included) and the Unicode line and
+#: paragraph separators: none reaches a log line as itself.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with each control character written as a Python escape (``\\n``,
+    ``\\r``, ``\\t``, else ``\\x1b``, ``\\u2028``): a client's bytes (a path, a
+    forwarded address) can then neither start a forged line nor send terminal escape
+    sequences to whoever reads the log. Anything else is left as it is."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0]) or repr(m[0])[1:-1], text)
 
 
 class JsonFormatter(logging.Formatter):
@@ -118,8 +133,9 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  # logging's name
-        """The line of ``record`` without its traceback."""
-        return self._tail(super().formatMessage(record), record)
+        """The line of ``record`` without its traceback, its control characters
+        escaped (:func:`escape_controls`): one record, one line."""
+        return escape_controls(self._tail(super().formatMessage(record), record))
 
     def format_access(self, pending: deque[AccessFields]) -> bytes:
         """Empty ``pending`` into its text lines, as :meth:`format` writes a record."""
@@ -150,13 +166,19 @@ def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLin
     """Empty ``pending`` (oldest first; others may append meanwhile) into its lines,
     each time written by ``timestamp(epoch_seconds) -> str``. The only place an access
     line is built, its message included; it takes a whole batch so that the
-    per-request path pays no call for it."""
+    per-request path pays no call for it. What a client chose (the path of an
+    unknown route, a forwarded client address) is written with its control
+    characters escaped (:func:`escape_controls`), in both formats."""
     logger, lines = LOGGER, []
     while pending:
         at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id = (
             pending.popleft()
         )
         ms = seconds * 1000
+        if route is None:
+            path = escape_controls(path)
+        if client is not None:
+            client = escape_controls(client)
         lines.append(
             AccessLine(
                 time=timestamp(at),
