@@ -1,14 +1,11 @@
 """Settings: every ``PETSTORE_*`` environment variable, validated once at start.
 
-``Settings()`` reads the environment; ``load_settings()`` does the same and turns a
-validation failure into one :class:`SettingsError` whose message names each bad
-variable, so ``petstore serve`` can print it and exit instead of a traceback.
+``Settings()`` reads the environment; ``load_settings()`` turns a validation failure
+into one :class:`SettingsError` naming each bad variable, for ``petstore serve``.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -17,6 +14,7 @@ from typing import Annotated, Literal, Self
 from pydantic import (
     AfterValidator,
     AnyHttpUrl,
+    BeforeValidator,
     Field,
     SecretStr,
     ValidationError,
@@ -25,15 +23,20 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
-    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
-    SecretsSettingsSource,
     SettingsConfigDict,
 )
 
+from petstore.server import secret_files
 from petstore.server.notations import UnsupportedDatabaseError as UnsupportedDatabaseError
-from petstore.server.notations import check_database_url, check_redis_url
+from petstore.server.notations import (
+    check_database_url,
+    check_failure_limit,
+    check_not_one_repeated_character,
+    check_redis_url,
+    host_names,
+)
 from petstore.server.notations import check_rate_limit as check_rate_limit
 from petstore.server.notations import is_postgres as is_postgres
 from petstore.server.notations import sqlite_path as sqlite_path
@@ -47,18 +50,6 @@ DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
 
 #: D14: the Deprecation date of ``getPet``, 2026-01-01T00:00:00Z.
 DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-#: A host name, an IPv4 address or an IPv6 address (without brackets).
-_HOST_NAME = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+")
-
-
-def check_failure_limit(notation: str | None) -> str | None:
-    """A failed-authentication limit: a rate limit (``30/minute``), or ``off``
-    (None). Raises ValueError otherwise."""
-    if notation is None or notation.strip().lower() == "off":
-        return None
-    return check_rate_limit(notation)
 
 
 class Environment(StrEnum):
@@ -102,11 +93,12 @@ class Settings(BaseSettings):
     base_url: AnyHttpUrl = AnyHttpUrl("https://petstore.example.com/v1")
     staging_base_url: AnyHttpUrl = AnyHttpUrl("https://staging.petstore.example.com/v1")
     #: D9: HMAC key for signed cursors; shared by every instance of one deployment.
-    cursor_secret: SecretStr = SecretStr(DEFAULT_CURSOR_SECRET)
+    cursor_secret: Annotated[SecretStr, AfterValidator(check_not_one_repeated_character)] = (
+        SecretStr(DEFAULT_CURSOR_SECRET)
+    )
     #: Speed devices (docs/architecture.md); the service is correct with each off.
-    #: Creates that arrive together share one commit.
+    #: Creates that arrive together share one commit; getPets one query.
     group_commit: bool = True
-    #: getPets that arrive together share one query.
     read_grouping: bool = True
     #: Found animals and listPets pages that more animals follow are answered from
     #: memory for up to 5 s after their read (docs/operations.md).
@@ -134,7 +126,7 @@ class Settings(BaseSettings):
     #: lower-case, IPv6 without brackets); others get the environment's configured
     #: URL. None: the loopback names in development, none elsewhere
     #: (:mod:`petstore.server.http.links`).
-    allowed_hosts: Annotated[tuple[str, ...] | None, NoDecode] = None
+    allowed_hosts: Annotated[tuple[str, ...] | None, NoDecode, BeforeValidator(host_names)] = None
     #: D17: seconds a client may take to send a request body once its headers arrived.
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
@@ -157,7 +149,7 @@ class Settings(BaseSettings):
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 5.0
     #: A directory of files named like the variables in lower case, each holding
     #: one setting (e.g. ``petstore_cursor_secret``); see the class docstring.
-    secrets_dir: Path | None = None
+    secrets_dir: Annotated[Path | None, BeforeValidator(secret_files.existing_directory)] = None
 
     @classmethod
     def settings_customise_sources(
@@ -168,49 +160,15 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Arguments, then the environment, then the files of ``secrets_dir`` (from the
-        arguments or ``PETSTORE_SECRETS_DIR``). A directory that does not exist is
-        left out here and refused by the field's validator, with its name: the
-        library would only warn."""
-        directory = os.environ.get("PETSTORE_SECRETS_DIR")
-        if isinstance(init_settings, InitSettingsSource):
-            directory = init_settings.init_kwargs.get("secrets_dir", directory)
-        sources: tuple[PydanticBaseSettingsSource, ...] = (
-            init_settings,
-            env_settings,
-            dotenv_settings,
-        )
-        if directory and Path(directory).is_dir():
-            sources += (SecretsSettingsSource(settings_cls, secrets_dir=directory),)
-        return sources
-
-    @field_validator("secrets_dir", mode="before")
-    @classmethod
-    def _existing_directory(cls, value: object) -> object:
-        if value in (None, ""):
-            return None
-        if not Path(str(value)).is_dir():
-            raise ValueError(f"no such directory: {value}")
-        return value
+        """Arguments, then the environment, then the files of ``secrets_dir``
+        (:func:`.secret_files.sources`)."""
+        return secret_files.sources(settings_cls, init_settings, env_settings, dotenv_settings)
 
     @field_validator("secrets_dir")
     @classmethod
     def _files_only_their_owner_writes(cls, directory: Path | None) -> Path | None:
-        """Refuse a setting's file that its group or others may write: whoever can
-        write it chooses the cursor secret or the database the instance trusts."""
-        if directory is None:
-            return None
         names = {f"petstore_{name}" for name in cls.model_fields}
-        for path in sorted(directory.iterdir()):
-            if path.name.lower() not in names or not path.is_file():
-                continue
-            mode = path.stat().st_mode  # a symbolic link's target, as Kubernetes mounts them
-            if mode & 0o022:
-                raise ValueError(
-                    f"{path} is writable by its group or others (mode {mode & 0o777:o}); "
-                    f"make it writable by its owner only: chmod go-w {path}"
-                )
-        return directory
+        return secret_files.check_owner_only(directory, names)
 
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:
@@ -244,22 +202,6 @@ class Settings(BaseSettings):
             raise ValueError("must end with the version segment /v1 (D19)")
         return url
 
-    @field_validator("allowed_hosts", mode="before")
-    @classmethod
-    def _host_names(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        if not value.strip():
-            return ()  # set but empty: no host is allowed, every link is configured
-        names = tuple(name.strip().strip("[]").lower() for name in value.split(","))
-        for name in names:
-            if not _HOST_NAME.fullmatch(name):
-                raise ValueError(
-                    f"{name!r} is not a host name or address; give names separated by "
-                    "commas, e.g. localhost,127.0.0.1,petstore.internal"
-                )
-        return names
-
     @field_validator("deprecation_date")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
@@ -273,18 +215,6 @@ class Settings(BaseSettings):
         if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
         return value.upper()
-
-    @field_validator("cursor_secret")
-    @classmethod
-    def _not_one_repeated_byte(cls, secret: SecretStr) -> SecretStr:
-        """Refuse a cursor secret whose characters are all alike (``xxxx...``, or empty):
-        a placeholder, never a private value, in any environment."""
-        if len(set(secret.get_secret_value())) <= 1:
-            raise ValueError(
-                "must be a private random value, not one character repeated "
-                "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
-            )
-        return secret
 
     @model_validator(mode="after")
     def _safe_outside_development(self) -> Self:

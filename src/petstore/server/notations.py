@@ -1,5 +1,6 @@
-"""The notations settings are written in: database URLs (which store serves one) and
-rate limits (``600/minute``, D15 and D22).
+"""The notations settings are written in: database URLs (which store serves one),
+rate limits (``600/minute``, D15 and D22), host lists, and the checks of a secret's
+value.
 
 Apart from :mod:`petstore.server.config` because the store (which backend a URL
 names) and the rules (a key's own limit) check the same notations.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 
 class UnsupportedDatabaseError(ValueError):
@@ -75,3 +77,51 @@ def check_redis_url(url: str | None) -> str | None:
     if url and not url.startswith(("redis://", "rediss://")):
         raise ValueError("must be a redis:// or rediss:// URL")
     return url or None
+
+
+def check_failure_limit(notation: str | None) -> str | None:
+    """A failed-authentication limit: a rate limit (``30/minute``), or ``off``
+    (None). Raises ValueError otherwise."""
+    if notation is None or notation.strip().lower() == "off":
+        return None
+    return check_rate_limit(notation)
+
+
+#: A host name, an IPv4 address or an IPv6 address (without brackets).
+_HOST_NAME = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+")
+
+
+def host_names(value: object) -> object:
+    """A comma-separated list of host names and addresses as a tuple of lower-case
+    names (IPv6 without brackets); an empty string, no host. Other values pass as
+    they are. Raises ValueError naming a name that is not a host name or address."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return ()  # set but empty: no host is allowed, every link is configured
+    names = tuple(name.strip().strip("[]").lower() for name in value.split(","))
+    for name in names:
+        if not _HOST_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name!r} is not a host name or address; give names separated by "
+                "commas, e.g. localhost,127.0.0.1,petstore.internal"
+            )
+    return names
+
+
+class _Secret(Protocol):
+    def get_secret_value(self) -> str: ...
+
+
+S = TypeVar("S", bound=_Secret)
+
+
+def check_not_one_repeated_character(secret: S) -> S:
+    """Refuse a secret whose characters are all alike (``xxxx...``, or empty): a
+    placeholder, never a private value, in any environment. Raises ValueError."""
+    if len(set(secret.get_secret_value())) <= 1:
+        raise ValueError(
+            "must be a private random value, not one character repeated "
+            "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return secret

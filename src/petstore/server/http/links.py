@@ -21,8 +21,9 @@ import re
 
 from lru import LRU
 
+from petstore.schemas import PetStatus
 from petstore.server.config import Environment, Settings
-from petstore.server.http.exchange import Exchange
+from petstore.server.http.exchange import Exchange, Header
 
 #: The allowed hosts of development when ``PETSTORE_ALLOWED_HOSTS`` is not set.
 DEVELOPMENT_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
@@ -78,3 +79,12 @@ def link_base(settings: Settings) -> LinkBase:
     else:
         allowed = frozenset()
     return LinkBase(fallback=fallback, allowed_hosts=allowed)
+
+
+def next_link(base: str, cursor: str, limit: int, status: PetStatus | None) -> Header:
+    """The ``Link`` header naming the next page (D9, RFC 8288) under ``base``,
+    keeping ``limit`` and ``status``. Every value is URL-safe as it is (a decimal, a
+    PetStatus, an unpadded base64url cursor), so none needs percent-encoding."""
+    status_part = "" if status is None else f"&status={status.value}"
+    url = f"{base}v1/pets?limit={limit}{status_part}&cursor={cursor}"
+    return (b"link", f'<{url}>; rel="next"'.encode())

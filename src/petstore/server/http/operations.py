@@ -1,10 +1,9 @@
 """The operations of the interface (listPets, createPet, getPet) and the health checks.
 
 Each operation reads like its interface section: authenticate, parse the request
-(:mod:`.parsing`), apply the rule (:mod:`petstore.server.rules.pets`,
-:mod:`~petstore.server.rules.pagination`, :mod:`~petstore.server.rules.idempotency`),
-respond. An error raised on the way is answered with its Error body by the pipeline
-(D10); what the request carries and the answer sends is in :class:`.exchange.Exchange`.
+(:mod:`.parsing`), apply the rule (``rules.pets``, ``rules.pagination``,
+``rules.idempotency``), respond. An error raised on the way is answered with its
+Error body by the pipeline (D10); the request and its answer: :class:`.exchange.Exchange`.
 """
 
 from __future__ import annotations
@@ -18,9 +17,9 @@ from email.utils import format_datetime
 import msgspec
 from lru import LRU
 
-from petstore.schemas import PetStatus, encode
+from petstore.schemas import encode
 from petstore.server import errors
-from petstore.server.http import newpet, parsing
+from petstore.server.http import links, newpet, parsing
 from petstore.server.http.exchange import BodyReader, Exchange, Header
 from petstore.server.http.links import LinkBase
 from petstore.server.rules import keys, pets, ratelimit
@@ -123,7 +122,7 @@ class PetsApi:
         headers = (
             []
             if next_cursor is None
-            else [_next_link(self.links.base(exchange), next_cursor, limit, status)]
+            else [links.next_link(self.links.base(exchange), next_cursor, limit, status)]
         )
         await exchange.respond(200, body, headers)
 
@@ -244,15 +243,6 @@ class PetsApi:
             link = f'<{base}v1/docs/deprecations>; rel="deprecation"; type="text/html"'.encode()
             headers = self._deprecation_by_base[base] = [*self._deprecation, (b"link", link)]
         return headers
-
-
-def _next_link(base: str, cursor: str, limit: int, status: PetStatus | None) -> Header:
-    """The ``Link`` header naming the next page (D9, RFC 8288) under ``base``,
-    keeping ``limit`` and ``status``. Every value is URL-safe as it is (a decimal, a
-    PetStatus, an unpadded base64url cursor), so none needs percent-encoding."""
-    status_part = "" if status is None else f"&status={status.value}"
-    url = f"{base}v1/pets?limit={limit}{status_part}&cursor={cursor}"
-    return (b"link", f'<{url}>; rel="next"'.encode())
 
 
 async def healthz(exchange: Exchange) -> None:

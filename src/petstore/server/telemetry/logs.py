@@ -5,18 +5,15 @@
 it belongs to, ``-`` outside requests. No API key or Authorization value is ever
 passed to a logger: requests are logged by their API key *id*.
 
-One path for an access line whatever the format: :func:`access` hands its fields to
-the :class:`~.logstream.BufferedStderr` handler that :func:`configure` set up, whose
-formatter (:class:`JsonFormatter` or :class:`TextFormatter`) builds the
-:class:`AccessLine` and writes it. Only where loggers are left to the caller (tests,
-an embedding program) or a handler was added to ``petstore.access`` itself, an
-ordinary LogRecord with the same message and fields is logged instead.
+:func:`access` hands an access line's fields to the handler :func:`configure` set up
+(:class:`~.logstream.BufferedStderr`), whose formatter builds the :class:`AccessLine`;
+where loggers are the caller's (tests, an embedding program) an ordinary LogRecord
+with the same message and fields is logged instead.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections import deque
 from datetime import UTC, datetime
@@ -24,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from petstore.server.telemetry.escapes import escape_controls
 from petstore.server.telemetry.logstream import BufferedStderr
 
 #: The logger of access lines.
@@ -35,10 +33,9 @@ _service_log = logging.getLogger("petstore")
 class AccessLine(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The line of one answered request (D18): the one definition of its shape.
 
-    A JSON line is these fields in this order without the ones that are None, whether
-    encoded from this Struct or from a LogRecord (:class:`JsonFormatter`); a text line
-    shows the same fields. Lines are built by :func:`access_lines` only. Encoding a
-    Struct costs less than a dict.
+    A JSON line is these fields in this order without the ones that are None, from
+    this Struct or a LogRecord (:class:`JsonFormatter`); a text line shows the same
+    fields. Lines are built by :func:`access_lines` only.
     """
 
     time: str
@@ -63,24 +60,9 @@ REQUEST_FIELDS = AccessLine.__struct_fields__[AccessLine.__struct_fields__.index
 AccessFields = tuple[
     float, str, str, str | None, str, int, float, int | None, str | None, str | None
 ]
-#: The request fields a text line shows in its own place: ``request_id=`` before the
-#: message, and the message itself. The others follow it.
+#: The fields a text line shows in its own place (``request_id=`` first, the message).
 _IN_TEXT_MESSAGE = frozenset(("request_id", "method", "route", "status", "duration_ms"))
 _TEXT_TAIL = tuple(field for field in REQUEST_FIELDS if field not in _IN_TEXT_MESSAGE)
-#: Control characters (C0, DEL, C1: ESC and CSI included) and the Unicode line and
-#: paragraph separators: none reaches a log line as itself.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with each control character written as a Python escape (``\\n``,
-    ``\\r``, ``\\t``, else ``\\x1b``, ``\\u2028``): a client's bytes (a path, a
-    forwarded address) can then neither start a forged line nor send terminal escape
-    sequences to whoever reads the log. Anything else is left as it is."""
-    if _CONTROL.search(text) is None:
-        return text
-    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0]) or repr(m[0])[1:-1], text)
 
 
 class JsonFormatter(logging.Formatter):
