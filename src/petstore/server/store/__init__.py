@@ -13,7 +13,7 @@ composes them (``server.app``), and no backend knows of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -112,9 +112,9 @@ class Store(Protocol):
         """Insert one animal, durably committed before returning (D5: id assigned here)."""
         ...
 
-    async def create_pets(self, new_pets: Sequence[NewPet]) -> list[Pet]:
-        """Insert ``new_pets`` in one commit, durable before returning; the animals in
-        the order given, their ids ascending in that order (D5, D9)."""
+    def create_pets(self, new_pets: Sequence[NewPet]) -> Awaitable[list[Pet]]:
+        """Insert ``new_pets`` in one commit, durable once awaited; the animals in the
+        order given, each with an id above every id committed before (D5, D9)."""
         ...
 
     async def create_pet_with_key(

@@ -97,8 +97,10 @@ class Database(Protocol):
         """The rows of one SELECT."""
         ...
 
-    async def write(self, statement: LiteralString, params: Params = ()) -> list[Row]:
-        """The rows of one statement that commits on its own, durable on return."""
+    def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
+        """The rows of one statement that commits on its own, durable once awaited.
+        An awaitable, not a coroutine: SQLite hands back its writer thread's future
+        itself, so that a caller that only waits for it (group commit) needs no task."""
         ...
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:

@@ -133,10 +133,10 @@ class PostgresDatabase:
         """One SELECT; run once more on another connection if its own was dead."""
         return await self._bounded(self._run(statement, params, again=True))
 
-    async def write(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+    def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
         """One autocommit statement; never run twice (``errors.Unavailable`` when its
         connection died: its commit's outcome is unknown, D25)."""
-        return await self._bounded(self._run(statement, params, again=False))
+        return self._bounded(self._run(statement, params, again=False))
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``work`` inside ``BEGIN`` ... ``COMMIT`` on one connection, all of it

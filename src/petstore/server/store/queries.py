@@ -5,9 +5,11 @@ into values, over the backend's :class:`.driver.Database`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -22,6 +24,8 @@ from petstore.server.store import (
     require_current_schema,
 )
 from petstore.server.store.driver import Database, Row, Transaction
+
+T = TypeVar("T")
 
 
 class _ClaimLost(Exception):
@@ -59,12 +63,11 @@ class SQLStore:
         """One animal, committed (``Store.create_pet``)."""
         return (await self.create_pets((new_pet,)))[0]
 
-    async def create_pets(self, new_pets: Sequence[NewPet]) -> list[Pet]:
-        """The animals of ``new_pets`` in one statement (``Store.create_pets``)."""
-        rows = await self.database.write(self._sql.insert_pets, (_as_json(new_pets),))
-        if len(new_pets) == 1:  # the usual batch under light load
-            return [Pet(rows[0][0], *new_pet_fields(new_pets[0]))]
-        return _inserted(new_pets, rows)
+    def create_pets(self, new_pets: Sequence[NewPet]) -> Awaitable[list[Pet]]:
+        """The animals of ``new_pets`` in one statement (``Store.create_pets``); what
+        the driver's write hands back, turned into the animals by a callback."""
+        written = self.database.write(self._sql.insert_pets, (_as_json(new_pets),))
+        return _then(written, partial(_inserted, new_pets))
 
     async def create_pet_with_key(
         self, new_pet: NewPet, *, claim: IdempotencyClaim
@@ -218,6 +221,34 @@ def _as_json(values: Sequence[Any]) -> str:
     return msgspec.json.encode(values).decode()
 
 
+def _then(awaitable: Awaitable[list[Row]], into: Callable[[list[Row]], T]) -> Awaitable[T]:
+    """``into`` of what ``awaitable`` gives: for a future, a future settled by its
+    done-callback (no task); for anything else, a coroutine."""
+    if not isinstance(awaitable, asyncio.Future):
+        return _after(awaitable, into)
+    settled: asyncio.Future[T] = awaitable.get_loop().create_future()
+
+    def done(written: asyncio.Future[list[Row]]) -> None:
+        if settled.cancelled():
+            return
+        if written.cancelled():
+            settled.cancel()
+        elif (exc := written.exception()) is not None:
+            settled.set_exception(exc)
+        else:
+            try:
+                settled.set_result(into(written.result()))
+            except Exception as failure:
+                settled.set_exception(failure)
+
+    awaitable.add_done_callback(done)
+    return settled
+
+
+async def _after(awaitable: Awaitable[list[Row]], into: Callable[[list[Row]], T]) -> T:
+    return into(await awaitable)
+
+
 def _inserted(new_pets: Sequence[NewPet], rows: list[Row]) -> list[Pet]:
     """The animals of ``new_pets``, in order, from the rows their insert returned.
 
@@ -225,6 +256,8 @@ def _inserted(new_pets: Sequence[NewPet], rows: list[Row]) -> list[Pet]:
     ``SELECT`` that fed them, so each row comes back with its content and is matched
     to a NewPet of the same content; equal NewPets take their ids in ascending order.
     """
+    if len(new_pets) == 1:  # the usual batch under light load
+        return [Pet(rows[0][0], *new_pet_fields(new_pets[0]))]
     ids: dict[tuple[Any, ...], list[int]] = {}  # content -> ids, descending
     for pet_id, *content in sorted(map(tuple, rows), reverse=True):
         ids.setdefault(tuple(content), []).append(pet_id)

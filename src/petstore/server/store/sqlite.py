@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import LiteralString, TypeVar
 
@@ -112,6 +113,11 @@ class _Transaction:
             return self._conn.execute(statement, params).fetchall()
 
 
+def _run(statement: LiteralString, params: Params, conn: sqlite3.Connection) -> list[Row]:
+    with reachable:
+        return conn.execute(statement, params).fetchall()
+
+
 def _begin(conn: sqlite3.Connection) -> None:
     with reachable:  # waits up to the busy timeout for another process's write
         conn.execute("BEGIN IMMEDIATE")
@@ -153,15 +159,17 @@ class SQLiteDatabase:
         with reachable:
             return self._reader.execute(statement, params).fetchall()
 
-    async def write(self, statement: LiteralString, params: Params = ()) -> list[Row]:
-        """One statement committed on its own by the writer thread."""
+    def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
+        """One statement committed on its own by the writer thread: the writer's
+        future, or, while a transaction holds the connection, a coroutine that waits
+        for it to end first."""
+        if self._lock.locked() or self._reader is None:  # in a transaction, or not open
+            return self._write_after(statement, params)
+        return self._writer.submit(partial(_run, statement, params))
 
-        def run(conn: sqlite3.Connection) -> list[Row]:
-            with reachable:
-                return conn.execute(statement, params).fetchall()
-
+    async def _write_after(self, statement: LiteralString, params: Params) -> list[Row]:
         async with self._lock:
-            return await self._writer.submit(run)
+            return await self._writer.submit(partial(_run, statement, params))
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``BEGIN IMMEDIATE`` and ``COMMIT`` on the writer thread, ``work``'s
