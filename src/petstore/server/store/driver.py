@@ -93,7 +93,7 @@ class Database(Protocol):
         """Connect; raises ``errors.Unavailable`` (SQLite: ``sqlite3.Error``)."""
         ...
 
-    async def read(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+    def read(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
         """The rows of one SELECT."""
         ...
 
@@ -103,7 +103,7 @@ class Database(Protocol):
         itself, so that a caller that only waits for it (group commit) needs no task."""
         ...
 
-    async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+    def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> Awaitable[T]:
         """``work``'s result, its statements committed together, durable on return;
         rolled back when it raises (and what it raised raised again)."""
         ...

@@ -129,16 +129,16 @@ class PostgresDatabase:
             await probe.close()
             await self._pool.open(wait=True, timeout=self._timeout)
 
-    async def read(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+    def read(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
         """One SELECT; run once more on another connection if its own was dead."""
-        return await self._bounded(self._run(statement, params, again=True))
+        return self._bounded(self._run(statement, params, again=True))
 
     def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
         """One autocommit statement; never run twice (``errors.Unavailable`` when its
         connection died: its commit's outcome is unknown, D25)."""
         return self._bounded(self._run(statement, params, again=False))
 
-    async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+    def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> Awaitable[T]:
         """``work`` inside ``BEGIN`` ... ``COMMIT`` on one connection, all of it
         within the bound."""
 
@@ -146,7 +146,7 @@ class PostgresDatabase:
             async with self._pool.connection() as conn, conn.transaction():
                 return await work(_Transaction(conn))
 
-        return await self._bounded(transact())
+        return self._bounded(transact())
 
     async def _run(self, statement: LiteralString, params: Params, *, again: bool) -> list[Row]:
         async with self._pool.connection() as conn:
@@ -159,30 +159,51 @@ class PostgresDatabase:
         await self._pool.check()
         return await self._run(statement, params, again=False)
 
-    async def _bounded(self, work: Coroutine[Any, Any, T]) -> T:
+    def _bounded(self, work: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         """``work``'s result, run as a task of its own, or ``errors.Unavailable`` once
-        it has run ``timeout`` seconds. Not ``asyncio.timeout``: that would wait for
-        the cancelled statement, and psycopg cancels one by asking the server, which a
-        paused server never answers (psycopg gives up after 10 s). The task is
-        cancelled and left to finish; the driver's errors become ``Unavailable``."""
-        task = asyncio.ensure_future(work)
-        try:
-            done, _ = await asyncio.wait((task,), timeout=self._timeout)
-        except asyncio.CancelledError:
-            self._abandon(task)
-            raise
-        if not done:
-            self._abandon(task)
-            raise errors.Unavailable(
-                f"the database did not answer within {self._timeout:g} s; retry shortly"
+        it has run ``timeout`` seconds; the driver's errors become ``Unavailable``.
+        Not ``asyncio.timeout``: that would wait for the cancelled statement, and
+        psycopg cancels one by asking the server, which a paused server never answers
+        (psycopg gives up after 10 s). Cut short, or its caller gone, the task is
+        cancelled and left to finish in the background."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(work)
+        answer: asyncio.Future[T] = loop.create_future()
+        timer = loop.call_later(self._timeout, self._expire, task, answer)
+
+        def finished(task: asyncio.Task[T]) -> None:
+            timer.cancel()
+            if answer.done():  # answered already: retrieve what it raised
+                if not task.cancelled():
+                    task.exception()
+            elif task.cancelled():
+                answer.cancel()
+            elif (exc := task.exception()) is not None:
+                answer.set_exception(_as_unavailable(exc))
+            else:
+                answer.set_result(task.result())
+
+        def given_up(answer: asyncio.Future[T]) -> None:
+            if answer.cancelled() and not task.done():
+                self._abandon(task)
+
+        task.add_done_callback(finished)
+        answer.add_done_callback(given_up)
+        return answer
+
+    def _expire(self, task: asyncio.Task[Any], answer: asyncio.Future[Any]) -> None:
+        if not answer.done():
+            answer.set_exception(
+                errors.Unavailable(
+                    f"the database did not answer within {self._timeout:g} s; retry shortly"
+                )
             )
-        with reachable:
-            return task.result()
+            self._abandon(task)
 
     def _abandon(self, task: asyncio.Task[Any]) -> None:
         task.cancel()
         self._abandoned.add(task)
-        task.add_done_callback(_forget(self._abandoned))
+        task.add_done_callback(self._abandoned.discard)
 
     def stats(self) -> dict[str, int]:
         """``size``, ``available`` (idle connections) and ``requests_waiting``."""
@@ -201,10 +222,11 @@ class PostgresDatabase:
         await self._pool.close(timeout=self._timeout)
 
 
-def _forget(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
-    def done(task: asyncio.Task[Any]) -> None:
-        tasks.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: it was answered already
-
-    return done
+def _as_unavailable(exc: BaseException) -> BaseException:
+    """``exc``, or ``errors.Unavailable`` caused by it when it is one of the driver's
+    errors of :data:`reachable`."""
+    try:
+        with reachable:
+            raise exc
+    except BaseException as raised:
+        return raised
