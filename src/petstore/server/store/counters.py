@@ -18,7 +18,7 @@ from redis.asyncio import ConnectionPool
 #: hold a request up for long (D15 fails open instead).
 REDIS_TIMEOUT_SECONDS = 0.25
 #: D25: a Redis host that vanishes without a FIN is noticed by TCP as PostgreSQL's is
-#: (``postgres_pool.KEEPALIVES``): an idle connection after 2 s and 3 probes 1 s
+#: (``postgres_connections.KEEPALIVES``): an idle connection after 2 s and 3 probes 1 s
 #: apart, one with data unacknowledged after 2 s. A call fails open after
 #: :data:`REDIS_TIMEOUT_SECONDS` anyway; these free the dead connection itself.
 REDIS_KEEPALIVE_OPTIONS = {

@@ -51,14 +51,14 @@ def sqlalchemy_url(url: str) -> str:
 def engine_for(sqlalchemy_url: str, *, libpq_url: str | None) -> Engine:
     """A SQLAlchemy engine without a pool for the migrations: on PostgreSQL its
     connections are psycopg's, opened with the service's own ``libpq_url`` and the
-    keepalives of every PostgreSQL connection (D25: ``postgres_pool.KEEPALIVES``)."""
+    keepalives of every PostgreSQL connection (D25: ``postgres_connections.KEEPALIVES``)."""
     from sqlalchemy import create_engine, pool
 
     options: dict[str, Any] = {"poolclass": pool.NullPool}
     if libpq_url is not None:
         import psycopg
 
-        from petstore.server.store.postgres_pool import connection_options
+        from petstore.server.store.postgres_connections import connection_options
 
         kwargs = connection_options(libpq_url)
         options["creator"] = lambda: psycopg.connect(libpq_url, **kwargs)

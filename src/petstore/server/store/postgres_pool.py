@@ -5,8 +5,8 @@ own timeout), for a new connection (libpq's ``connect_timeout``), for each state
 on the server (``statement_timeout``, which also bounds the wait for the id-order
 lock), and on the client, since a server cut off or paused enforces nothing: a
 statement or transaction not done within ``timeout`` is answered
-``errors.Unavailable`` at once and left to psycopg, which cancels it and hands the
-connection back (or closes it) in the background (:meth:`PostgresDatabase._bounded`).
+``errors.Unavailable`` at once and its connection cut, never cancelled
+(:meth:`PostgresDatabase._bounded` says why: D26).
 A dead peer is noticed by TCP within seconds (:data:`KEEPALIVES`); the pool
 reconnects by itself when the database is back.
 
@@ -20,48 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from petstore.server import errors
-from petstore.server.store.driver import Params, Reachable, Row, Statements, Transaction
+from petstore.server.store.driver import Params, Row, Statements, Transaction
+from petstore.server.store.postgres_connections import (
+    Call,
+    Connection,
+    NoAnswer,
+    as_unavailable,
+    connection_options,
+    reachable,
+)
 
-Connection = psycopg.AsyncConnection[TupleRow]
 T = TypeVar("T")
-
-#: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
-#: the migrations'. A peer that vanishes without a FIN (a host cut off, powered off)
-#: is noticed by TCP: an idle connection after 2 s without traffic and 3 unanswered
-#: probes 1 s apart (5 s), one with data unacknowledged after 5 s
-#: (``tcp_user_timeout``, ms), instead of TCP's retransmission timeout (about 15
-#: minutes on Linux). 5 s is within the store's ``timeout`` (5 s by default) plus a
-#: margin, and far above a loopback or LAN round trip, so a busy but live server is
-#: never taken for dead. A value the operator put in the URL wins.
-KEEPALIVES: dict[str, str] = {
-    "keepalives": "1",
-    "keepalives_idle": "2",
-    "keepalives_interval": "1",
-    "keepalives_count": "3",
-    "tcp_user_timeout": "5000",
-}
-
-#: PostgreSQL's "database not usable now" (D10, D25): a connection refused or lost,
-#: no pooled connection within the timeout (or a pool not open), a statement
-#: cancelled by ``statement_timeout``, a missing table (a database not migrated).
-reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
-
-
-def connection_options(url: str, **options: Any) -> dict[str, Any]:
-    """The keyword arguments for ``psycopg.connect(url, ...)``: ``options``, then
-    :data:`KEEPALIVES` except those the libpq ``url`` (or conninfo string) already
-    sets. Raises psycopg.ProgrammingError for a URL libpq cannot parse."""
-    given = conninfo_to_dict(url)
-    return {**{k: v for k, v in KEEPALIVES.items() if k not in given}, **options}
 
 
 class _Transaction:
@@ -85,7 +62,7 @@ class PostgresDatabase:
         self.statements = statements
         self._url = url
         self._timeout = timeout
-        self._abandoned: set[asyncio.Task[Any]] = set()  # cut short, still finishing
+        self._working: set[asyncio.Task[Any]] = set()  # every bounded call's task
         statement_ms = str(math.ceil(timeout * 1000))
 
         async def configure(conn: Connection) -> None:
@@ -131,25 +108,39 @@ class PostgresDatabase:
 
     def read(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
         """One SELECT; run once more on another connection if its own was dead."""
-        return self._bounded(self._run(statement, params, again=True))
+        return self._bounded(lambda call: self._run(call, statement, params, again=True))
 
     def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
         """One autocommit statement; never run twice (``errors.Unavailable`` when its
         connection died: its commit's outcome is unknown, D25)."""
-        return self._bounded(self._run(statement, params, again=False))
+        return self._bounded(lambda call: self._run(call, statement, params, again=False))
 
     def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> Awaitable[T]:
         """``work`` inside ``BEGIN`` ... ``COMMIT`` on one connection, all of it
         within the bound."""
 
-        async def transact() -> T:
-            async with self._pool.connection() as conn, conn.transaction():
+        async def transact(call: Call) -> T:
+            async with self._lend(call) as conn, conn.transaction():
                 return await work(_Transaction(conn))
 
-        return self._bounded(transact())
+        return self._bounded(transact)
 
-    async def _run(self, statement: LiteralString, params: Params, *, again: bool) -> list[Row]:
+    @asynccontextmanager
+    async def _lend(self, call: Call) -> AsyncIterator[Connection]:
+        """A pooled connection for ``call``, which its timer cuts at the deadline."""
         async with self._pool.connection() as conn:
+            if call.expired:  # lent only after the deadline: the caller has its answer
+                raise NoAnswer("lent after the deadline")
+            call.conn = conn
+            try:
+                yield conn
+            finally:
+                call.conn = None
+
+    async def _run(
+        self, call: Call, statement: LiteralString, params: Params, *, again: bool
+    ) -> list[Row]:
+        async with self._lend(call) as conn:
             try:
                 cursor = await conn.execute(statement, params)
                 return list(await cursor.fetchall()) if cursor.description is not None else []
@@ -157,53 +148,57 @@ class PostgresDatabase:
                 if not (again and conn.broken):
                     raise
         await self._pool.check()
-        return await self._run(statement, params, again=False)
+        return await self._run(call, statement, params, again=False)
 
-    def _bounded(self, work: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    def _bounded(self, work: Callable[[Call], Coroutine[Any, Any, T]]) -> asyncio.Future[T]:
         """``work``'s result, run as a task of its own, or ``errors.Unavailable`` once
         it has run ``timeout`` seconds; the driver's errors become ``Unavailable``.
-        Not ``asyncio.timeout``: that would wait for the cancelled statement, and
-        psycopg cancels one by asking the server, which a paused server never answers
-        (psycopg gives up after 10 s). Cut short, or its caller gone, the task is
-        cancelled and left to finish in the background."""
+
+        At the deadline (or when the caller stops waiting) the connection ``work`` is
+        using is cut (:func:`_cut`), never cancelled: psycopg cancels a statement by
+        asking the server, and a cancel request ends a commit's wait for the
+        synchronous standby, which makes a commit that only the primary holds visible
+        to every later read (D26: acknowledged means on two hosts; a retry with the
+        same Idempotency-Key would be answered from it, and a failover would lose
+        it). Cut, the statement fails at once on this side; on the server it goes on
+        waiting, unseen, until the standby answers or the primary is demoted. Not
+        ``asyncio.timeout`` either, which cancels."""
         loop = asyncio.get_running_loop()
-        task = loop.create_task(work)
+        call = Call()
+        task = loop.create_task(work(call))
         answer: asyncio.Future[T] = loop.create_future()
-        timer = loop.call_later(self._timeout, self._expire, task, answer)
+        timer = loop.call_later(self._timeout, self._expire, call, answer)
 
         def finished(task: asyncio.Task[T]) -> None:
             timer.cancel()
+            self._working.discard(task)
             if answer.done():  # answered already: retrieve what it raised
                 if not task.cancelled():
                     task.exception()
             elif task.cancelled():
                 answer.cancel()
             elif (exc := task.exception()) is not None:
-                answer.set_exception(_as_unavailable(exc))
+                answer.set_exception(as_unavailable(exc))
             else:
                 answer.set_result(task.result())
 
         def given_up(answer: asyncio.Future[T]) -> None:
-            if answer.cancelled() and not task.done():
-                self._abandon(task)
+            if answer.cancelled():
+                call.cut()
 
+        self._working.add(task)
         task.add_done_callback(finished)
         answer.add_done_callback(given_up)
         return answer
 
-    def _expire(self, task: asyncio.Task[Any], answer: asyncio.Future[Any]) -> None:
+    def _expire(self, call: Call, answer: asyncio.Future[Any]) -> None:
         if not answer.done():
             answer.set_exception(
                 errors.Unavailable(
                     f"the database did not answer within {self._timeout:g} s; retry shortly"
                 )
             )
-            self._abandon(task)
-
-    def _abandon(self, task: asyncio.Task[Any]) -> None:
-        task.cancel()
-        self._abandoned.add(task)
-        task.add_done_callback(self._abandoned.discard)
+        call.cut()
 
     def stats(self) -> dict[str, int]:
         """``size``, ``available`` (idle connections) and ``requests_waiting``."""
@@ -217,16 +212,6 @@ class PostgresDatabase:
     async def close(self) -> None:
         """Let the statements cut short finish (within the bound), then close every
         connection; safe whether or not the pool was opened."""
-        if self._abandoned:
-            await asyncio.wait(self._abandoned, timeout=self._timeout)
+        if self._working:
+            await asyncio.wait(self._working, timeout=self._timeout)
         await self._pool.close(timeout=self._timeout)
-
-
-def _as_unavailable(exc: BaseException) -> BaseException:
-    """``exc``, or ``errors.Unavailable`` caused by it when it is one of the driver's
-    errors of :data:`reachable`."""
-    try:
-        with reachable:
-            raise exc
-    except BaseException as raised:
-        return raised

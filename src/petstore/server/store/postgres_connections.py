@@ -1,0 +1,89 @@
+"""The PostgreSQL store's connections: the libpq options of every one (D25), what
+their errors mean (:data:`reachable`), and how a call past its deadline lets go of
+its connection (:class:`Call`, :func:`cut`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import PoolTimeout
+
+from petstore.server.store.driver import Reachable
+
+Connection = psycopg.AsyncConnection[TupleRow]
+
+#: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
+#: the migrations'. A peer that vanishes without a FIN (a host cut off, powered off)
+#: is noticed by TCP: an idle connection after 2 s without traffic and 3 unanswered
+#: probes 1 s apart (5 s), one with data unacknowledged after 5 s
+#: (``tcp_user_timeout``, ms), instead of TCP's retransmission timeout (about 15
+#: minutes on Linux). 5 s is within the store's ``timeout`` (5 s by default) plus a
+#: margin, and far above a loopback or LAN round trip, so a busy but live server is
+#: never taken for dead. A value the operator put in the URL wins.
+KEEPALIVES: dict[str, str] = {
+    "keepalives": "1",
+    "keepalives_idle": "2",
+    "keepalives_interval": "1",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "5000",
+}
+
+#: PostgreSQL's "database not usable now" (D10, D25): a connection refused or lost,
+#: no pooled connection within the timeout (or a pool not open), a statement
+#: cancelled by ``statement_timeout``, a missing table (a database not migrated).
+reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
+
+
+def connection_options(url: str, **options: Any) -> dict[str, Any]:
+    """The keyword arguments for ``psycopg.connect(url, ...)``: ``options``, then
+    :data:`KEEPALIVES` except those the libpq ``url`` (or conninfo string) already
+    sets. Raises psycopg.ProgrammingError for a URL libpq cannot parse."""
+    given = conninfo_to_dict(url)
+    return {**{k: v for k, v in KEEPALIVES.items() if k not in given}, **options}
+
+
+class NoAnswer(psycopg.OperationalError):
+    """A connection was lent only after its call's deadline (D25)."""
+
+
+class Call:
+    """One bounded call: the connection it is using, if any, and whether its deadline
+    has passed."""
+
+    __slots__ = ("conn", "expired")
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        self.expired = False
+
+    def cut(self) -> None:
+        """Past the deadline: cut the connection in use, if any (:func:`cut`)."""
+        self.expired = True
+        if self.conn is not None:
+            cut(self.conn)
+
+
+def cut(conn: Connection) -> None:
+    """Shut ``conn``'s socket down, both ways: whatever waits on it reads end of file
+    at once and fails with an OperationalError, the connection then broken and
+    dropped by the pool. Not ``close``: the event loop still watches the descriptor.
+    Not ``cancel``: see ``postgres_pool.PostgresDatabase._bounded``."""
+    if conn.closed:
+        return
+    with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def as_unavailable(exc: BaseException) -> BaseException:
+    """``exc``, or ``errors.Unavailable`` caused by it when it is one of the driver's
+    errors of :data:`reachable`."""
+    try:
+        with reachable:
+            raise exc
+    except BaseException as raised:
+        return raised
