@@ -31,6 +31,7 @@ from petstore.server.http.deadlines import Deadlines
 from petstore.server.http.exchange import Exchange
 from petstore.server.http.routes import Route, Router
 from petstore.server.telemetry import logs, tracing
+from petstore.server.telemetry.escapes import escape_controls
 from petstore.server.telemetry.metrics import Metrics
 
 #: D18, OWASP REST Security Cheat Sheet.
@@ -114,7 +115,8 @@ class Service:
                 if name == b"x-forwarded-proto" and value in (b"http", b"https"):
                     scope["scheme"] = value.decode()
                 elif name == b"x-forwarded-for" and value:
-                    scope["client"] = (value.split(b",")[0].strip().decode("latin-1"), 0)
+                    address = value.split(b",")[0].strip().decode("latin-1")
+                    scope["client"] = (escape_controls(address), 0)  # a log field
         if raw_request_id is None:
             # Unique, not secret (a client may choose its own): the process's seeded
             # generator (reseeded in each forked worker), not os.urandom's system call.

@@ -148,9 +148,10 @@ def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLin
     """Empty ``pending`` (oldest first; others may append meanwhile) into its lines,
     each time written by ``timestamp(epoch_seconds) -> str``. The only place an access
     line is built, its message included; it takes a whole batch so that the
-    per-request path pays no call for it. What a client chose (the path of an
-    unknown route, a forwarded client address) is written with its control
-    characters escaped (:func:`escape_controls`), in both formats."""
+    per-request path pays no call for it. The path of an unknown route, which a
+    client chose, is written with its control characters escaped
+    (:func:`escape_controls`), in both formats; a forwarded client address is
+    escaped where it is read (``http.pipeline``)."""
     logger, lines = LOGGER, []
     while pending:
         at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id = (
@@ -159,8 +160,6 @@ def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLin
         ms = seconds * 1000
         if route is None:
             path = escape_controls(path)
-        if client is not None:
-            client = escape_controls(client)
         lines.append(
             AccessLine(
                 time=timestamp(at),
