@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 
+from petstore.server.app import create_app
+from petstore.server.config import Settings
 from petstore.server.telemetry import logs, logstream
 
 #: A JSON access line's fields, in their order, when every one has a value.
@@ -313,11 +316,25 @@ def test_a_text_access_line_escapes_the_control_characters_of_the_path(
     configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
 ) -> None:
     configure(False)
-    log_forging(client="10.0.0.1\x1b[2J:0")
+    log_forging(client="10.0.0.1:0")
     (line,) = written(capfd)
     assert line.endswith(
-        f"INFO petstore.access request_id=r3 GET {ESCAPED_PATH} 404 2.0ms client=10.0.0.1\\x1b[2J:0"
+        f"INFO petstore.access request_id=r3 GET {ESCAPED_PATH} 404 2.0ms client=10.0.0.1:0"
     ), line
+    assert "\x1b" not in line
+
+
+def test_a_forwarded_client_address_is_escaped_where_it_is_read(
+    database_url: str, configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Behind a trusted proxy the client's address comes from X-Forwarded-For: its
+    control characters are escaped before it reaches any log line."""
+    configure(False)
+    app = create_app(Settings(database_url=database_url, trust_forwarded_headers=True))
+    with TestClient(app) as client:
+        client.get("/healthz", headers={"X-Forwarded-For": "10.0.0.1\x1b[2J, 10.0.0.2"})
+    (line,) = [line for line in written(capfd) if "GET /healthz" in line]
+    assert line.endswith("client=10.0.0.1\\x1b[2J:0"), line
     assert "\x1b" not in line
 
 
