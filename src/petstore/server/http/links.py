@@ -40,8 +40,8 @@ class LinkBase:
     def __init__(self, *, fallback: str, allowed_hosts: frozenset[str]) -> None:
         self.fallback = fallback
         self.allowed_hosts = allowed_hosts
-        # (scheme, Host) -> base, for allowed hosts only: a few in practice, bounded
-        # whatever ports clients name.
+        # (scheme, Host) -> base, the fallback included: a few in practice, bounded
+        # whatever hosts and ports clients name.
         self._bases: LRU[tuple[str, str], str] = LRU(64)
 
     def base(self, exchange: Exchange) -> str:
@@ -54,8 +54,10 @@ class LinkBase:
             return base
         match = _HOST.fullmatch(host)
         if match is None or match["name"].strip("[]").lower() not in self.allowed_hosts:
-            return self.fallback
-        base = self._bases[key] = f"{key[0]}://{host.lower()}/"
+            base = self.fallback
+        else:
+            base = f"{key[0]}://{host.lower()}/"
+        self._bases[key] = base
         return base
 
 
