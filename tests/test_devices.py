@@ -78,9 +78,6 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             )
             self.plain: Store = self.run(open_store(url))
             self.devices = compose_store(chosen, monotonic=lambda: self.now)
-            if chosen.keep_answers and chosen.sqlite_path is not None:
-                # The app keeps animals on PostgreSQL only; the device is proven on both.
-                self.devices = KeptPets(self.devices, monotonic=lambda: self.now)
             self.run(self.devices.open())
             signer = CursorSigner(b"equivalence-test-cursor-secret-0123456789")
             self.plain_pages = Pages(self.plain, signer)

@@ -52,17 +52,15 @@ from petstore.server.telemetry.metrics import Metrics
 def compose_store(settings: Settings, *, monotonic: Monotonic = monotonic) -> Store:
     """The store the app runs on: the plain backend of ``settings.database_url``, inside
     the speed devices ``settings`` turns on, innermost first: group commit, read
-    grouping, kept animals (docs/architecture.md). Kept animals only on PostgreSQL,
-    where a read is a round trip: on SQLite a read is a statement on the event loop,
-    and keeping cost more than it saved (docs/performance.md). The answers are the
-    plain store's with any device on or off, bar changes made outside the API, which
-    kept animals show within 5 s (``tests/test_devices.py``)."""
+    grouping, kept animals (docs/architecture.md). The answers are the plain store's
+    with any device on or off, bar changes made outside the API, which kept animals
+    show within 5 s (``tests/test_devices.py``)."""
     store = create_store(settings.database_url, pool_size=settings.database_pool_size)
     if settings.group_commit:
         store = GroupCommit(store)
     if settings.read_grouping:
         store = GroupedReads(store)
-    if settings.keep_answers and settings.sqlite_path is None:
+    if settings.keep_answers:
         store = KeptPets(store, monotonic=monotonic)
     return store
 

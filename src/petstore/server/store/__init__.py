@@ -149,8 +149,8 @@ class Store(Protocol):
 
     async def pets_version(self) -> tuple[Any, ...] | None:
         """What moves whenever animals change outside the API (an ``UPDATE``,
-        ``DELETE`` or ``TRUNCATE`` of ``pets``, a restore, a failover); None where the
-        database keeps no such version (SQLite)."""
+        ``DELETE`` or ``TRUNCATE`` of ``pets``, a restore, a failover: migrations 0004
+        and 0005); None where the database keeps no such version."""
         ...
 
     async def create_api_key(

@@ -13,8 +13,8 @@ animals' version (``Store.pets_version``) that found it unchanged since the look
 before its read. A version that moved drops every animal kept. The look is taken in
 the background, at most every :data:`LOOK_SECONDS`, when an animal is asked for: so
 an instance under load answers its animals from memory and asks the database one
-small question a second. Where the database has no version (SQLite), each animal is
-kept for :data:`KEPT_SECONDS` from its own read.
+small question a second. Where the database keeps no version, each animal is kept
+for :data:`KEPT_SECONDS` from its own read.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ STATEMENTS = Statements(
         "SELECT id, name, category_id, status FROM pets WHERE id IN (SELECT value FROM "
         "json_each(?))"
     ),
-    pets_version=None,
+    # Migration 0005's count of the changes made to animals outside the API (triggers).
+    pets_version="SELECT changes FROM pet_changes",
     delete_expired_claim=(
         "DELETE FROM idempotency_records "
         "WHERE api_key_id = ? AND idempotency_key = ? AND created_at < ?"
