@@ -360,7 +360,12 @@ def check() -> None:
         with step("checkov: no failed check"):
             scan(rendered)
         with step(f"{' and '.join(PINNED)} pin the digest of {build.image_name()}"):
-            check_pins()
+            # A warning, not a failure: any commit to the image's sources, and Debian's
+            # updates to the base, change the digest until `make kubernetes-pin` runs.
+            try:
+                check_pins()
+            except CheckError as stale:
+                print(f"kubernetes: warning: {stale}", flush=True)
         with step("local under podman kube play"):
             serve(files["local"], work)
 

@@ -88,11 +88,6 @@ class PostgresDatabase:
             name="petstore",
         )
 
-    @property
-    def timeout(self) -> float:
-        """Seconds every wait for the database is bounded by (D25)."""
-        return self._timeout
-
     async def open(self) -> None:
         """Connect, and open the pool with its first connection.
 
