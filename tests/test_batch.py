@@ -1,4 +1,4 @@
-"""Batches (petstore.batch): what the stores and the rate limiter rely on, with a
+"""Batches (petstore.server.batches): what the devices and the rate limiter rely on, with a
 commit that records its batches and is held open until a test lets it finish."""
 
 from __future__ import annotations

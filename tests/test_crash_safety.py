@@ -473,7 +473,7 @@ def test_postgres_unreachable_is_503_then_recovers_by_itself(tmp_path: Path) -> 
         )
         assert pet.status_code == 201
         # Seen by listPets, whose last page is never kept: a getPet here would keep Rex
-        # for 5 s (store/kept.py) and answer him from memory during the outage.
+        # (store/kept_pets.py) and answer him from memory during the outage.
         assert httpx2.get(f"{server.url}/v1/pets", headers=server.auth).json() == [pet.json()]
 
         proxy.down()

@@ -114,13 +114,12 @@ def read_now(read: Coroutine[Any, Any, Any]) -> Any:
 def test_a_request_that_arrives_after_a_commit_reads_it_even_in_the_next_turn(
     path: Path,
 ) -> None:
-    """The invariant of ``sqlite._TurnReadTransaction``: a read runs on a snapshot
-    taken after its request arrived. A read opens this turn's transaction (its
-    snapshot), another worker then commits and answers 201, and the client's next
-    request arrives over a socket: the loop runs it in the very next turn, before
-    anything else, and that read must see the commit. A transaction that outlives
-    its turn (ended by ``call_later``, or by a callback that queues another) fails
-    this: the request is read with the old snapshot and its animal is missing."""
+    """A read runs on a snapshot taken after its request arrived. A read, another
+    worker then commits and answers 201, and the client's next request arrives over
+    a socket: the loop runs it in the very next turn, before anything else, and that
+    read must see the commit. A read transaction that outlived its turn (a snapshot
+    shared by the reads of a turn, ended by ``call_later``) would fail this: the
+    request would be read with the old snapshot and its animal missing."""
 
     async def scenario(store: Store) -> None:
         loop = asyncio.get_running_loop()

@@ -68,10 +68,8 @@ class Pet(msgspec.Struct, rename="camel", gc=False):
     """An animal as returned: exactly ``id``, ``name``, ``categoryId``, ``status`` (D6).
 
     Not tracked by the garbage collector (``gc=False``): it holds no container, so it
-    can be in no reference cycle, and an instance keeps up to 100,000 of them
-    (``store.kept``), which made each full collection walk them (in process 47 ms,
-    22 ms untracked; served, 1,000,000 animals on PostgreSQL, S3 and S6 +7%,
-    docs/performance.md)."""
+    can be in no reference cycle, and a worker keeps up to 100,000 of them
+    (``store.kept_pets``), which each full collection would otherwise walk."""
 
     id: int
     name: str
