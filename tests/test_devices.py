@@ -17,6 +17,7 @@ from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -225,16 +226,13 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
         @rule(status=st.none() | STATUSES, limit=st.integers(1, 4))
         def walk(self, status: PetStatus | None, limit: int) -> None:
             """A list walk by rel="next" through each store, page by page."""
-            expected = [p for i, p in sorted(self.model.items()) if status in (None, p.status)]
-            plain, pages = self.run(self.walked(self.plain_pages, status, limit)), None
-            assert b"".join(plain) == b"".join(
-                self.run(self.walked(self.plain_pages, status, limit))
-            )
-            assert all(len(page) > 0 for page in plain) or not expected
+            expected = [p for _, p in sorted(self.model.items()) if status in (None, p.status)]
+            plain = self.run(self.walked(self.plain_pages, status, limit))
+            walked = [pet for page in plain for pet in msgspec.json.decode(page, type=list[Pet])]
+            assert walked == expected
             pages = self.run(self.walked(self.pages, status, limit))
             if all(self.settled(pet_id) for pet_id in self.replaced):
                 assert pages == plain
-            assert sum(page.count(b'"id":') for page in plain) == len(expected)
 
         async def walked(
             self, pages: PageSource, status: PetStatus | None, limit: int

@@ -116,7 +116,7 @@ class TracedStore(StoreDecorator):
         rate_limit: str | None,
     ) -> ApiKey:
         with self._span("INSERT", "api_keys"):
-            return await super().create_api_key(
+            return await self.inner.create_api_key(
                 name=name,
                 prefix=prefix,
                 key_hash=key_hash,
