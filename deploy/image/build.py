@@ -243,9 +243,14 @@ def current_inputs_label(name: str) -> str | None:
     return labels.get(INPUTS_LABEL)
 
 
+def base_tarball() -> Path:
+    """Where the tarball of the Debian base is cached (:func:`base_rootfs`)."""
+    return CACHE / f"base-{SUITE}-{base_key()}.tar"
+
+
 def base_rootfs() -> Path:
     """The cached tarball of the Debian base, made with mmdebstrap when missing."""
-    target = CACHE / f"base-{SUITE}-{base_key()}.tar"
+    target = base_tarball()
     if target.exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -438,11 +443,13 @@ def _add_user(rootfs: Path) -> None:
 
 
 def build(*, name: str, force: bool = False) -> None:
-    """Build the image ``name`` unless the local one is current (or ``force``)."""
+    """Build the image ``name`` unless the local one is current (or ``force``). A
+    current image is built again when this tree has no cached base: a later build
+    here (``--force``, offline) needs the base the image was made from."""
     _require("mmdebstrap", "buildah", "unshare", "chroot")
     files = project_files()
     inputs = inputs_digest(files)
-    if not force and current_inputs_label(name) == inputs:
+    if not force and current_inputs_label(name) == inputs and base_tarball().exists():
         print(f"image: {name} is up to date")
         return
     started = time.monotonic()
