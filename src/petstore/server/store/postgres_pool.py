@@ -123,25 +123,39 @@ class PostgresDatabase:
     @asynccontextmanager
     async def _lend(self, call: Call) -> AsyncIterator[Connection]:
         """A pooled connection for ``call``, which its timer cuts at the deadline."""
-        async with self._pool.connection() as conn:
-            if call.expired:  # lent only after the deadline: the caller has its answer
-                raise NoAnswer("lent after the deadline")
-            call.conn = conn
-            try:
-                yield conn
-            finally:
-                call.conn = None
+        conn = await self._borrow(call)
+        try:
+            yield conn
+        finally:
+            call.conn = None
+            await self._pool.putconn(conn)
+
+    async def _borrow(self, call: Call) -> Connection:
+        """A connection from the pool (``getconn``: its own bound), now ``call``'s;
+        raises NoAnswer, the connection handed back, when lent after the deadline."""
+        conn = await self._pool.getconn()
+        if call.expired:  # lent only after the deadline: the caller has its answer
+            await self._pool.putconn(conn)
+            raise NoAnswer("lent after the deadline")
+        call.conn = conn
+        return conn
 
     async def _run(
         self, call: Call, statement: LiteralString, params: Params, *, again: bool
     ) -> list[Row]:
-        async with self._lend(call) as conn:
-            try:
-                cursor = await conn.execute(statement, params)
-                return list(await cursor.fetchall()) if cursor.description is not None else []
-            except psycopg.OperationalError:
-                if not (again and conn.broken):
-                    raise
+        # getconn and putconn written out, not _lend or the pool's connection(): a
+        # context manager's calls on every statement, for nothing a single
+        # autocommit statement needs.
+        conn = await self._borrow(call)
+        try:
+            cursor = await conn.execute(statement, params)
+            return list(await cursor.fetchall()) if cursor.description is not None else []
+        except psycopg.OperationalError:
+            if not (again and conn.broken):
+                raise
+        finally:
+            call.conn = None
+            await self._pool.putconn(conn)
         await self._pool.check()
         return await self._run(call, statement, params, again=False)
 
