@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus"
-OPERATIONS = ROOT / "docs" / "operations.md"
+RUNBOOKS = ROOT / "docs" / "operations" / "monitor.md"
 #: The promtool unit test files (the three-day alert's evaluates less often).
 TEST_FILES = ("alerts_test.yml", "alerts_ticket_test.yml")
 
@@ -87,14 +87,14 @@ def test_an_alert_has_a_severity_a_summary_a_description_and_a_runbook(
     annotations = rule["annotations"]
     assert annotations["summary"].strip()
     assert annotations["description"].strip()
-    assert annotations["runbook_url"] == f"docs/operations.md#{rule['alert'].lower()}"
+    assert annotations["runbook_url"] == f"docs/operations/monitor.md#{rule['alert'].lower()}"
 
 
 def test_every_runbook_link_names_a_section_of_the_operations_guide() -> None:
-    headings = re.findall(r"^#{2,4} (.+)$", OPERATIONS.read_text(), flags=re.MULTILINE)
+    headings = re.findall(r"^#{2,4} (.+)$", RUNBOOKS.read_text(), flags=re.MULTILINE)
     anchors = {
         re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-") for heading in headings
     }
     for rule in alerts():
         anchor = rule["annotations"]["runbook_url"].split("#", 1)[1]
-        assert anchor in anchors, f"{rule['alert']}: no section #{anchor} in docs/operations.md"
+        assert anchor in anchors, f"{rule['alert']}: no section #{anchor} in {RUNBOOKS.name}"

@@ -1,4 +1,4 @@
-"""The restore drill of docs/operations.md section 8, run as written, on both stores.
+"""The restore drill of docs/operations/recover.md section 8, run as written, on both stores.
 
 A real ``petstore serve`` takes animals (some under an Idempotency-Key) and API keys;
 the documented backup command runs while a client keeps creating; more animals and a

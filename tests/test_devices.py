@@ -7,7 +7,7 @@ stores on one database: the plain store and the same store inside the devices un
 test (``server.app.compose_store``, and ``KeptPages`` around the pages), moving the
 injected clock by hand. Both must answer alike and as a model of the database does,
 except that an animal or page changed outside the API may be answered as it was for
-up to ``KEPT_SECONDS`` after the change (docs/operations.md). No test sleeps.
+up to ``KEPT_SECONDS`` after the change (docs/operations/run.md, section 1). No test sleeps.
 """
 
 from __future__ import annotations
