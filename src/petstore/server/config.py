@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     group_commit: bool = True
     read_grouping: bool = True
     #: Found animals and listPets pages that more animals follow are answered from
-    #: memory for up to 5 s after their read (docs/operations.md).
+    #: memory for up to 5 s after their read (docs/operations/run.md).
     keep_answers: bool = True
     #: D17: largest accepted request body, in bytes.
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 64 * 1024

@@ -7,7 +7,7 @@ interface has no such operation), and every new id is above every committed one 
 D9), so a new animal can only extend the last page. The last page is never kept, so
 new animals show at once. A change made outside the API is seen within
 :data:`~petstore.server.store.kept_pets.KEPT_SECONDS` of the read that fetched the
-page (docs/operations.md, "What an instance keeps in memory").
+page (docs/operations/run.md, "What an instance keeps in memory").
 
 Pages are kept by the request's status, limit and cursor as sent: a page is kept
 only after :class:`~petstore.server.rules.pagination.Pages` answered it, so a cursor

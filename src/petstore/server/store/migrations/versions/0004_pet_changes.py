@@ -9,7 +9,7 @@ The API only ever inserts animals; an ``UPDATE``, ``DELETE`` or ``TRUNCATE`` of
 ``pet_changes.changes`` in the transaction of each such statement, so the count
 commits with the change it counts. Every PostgreSQL instance holds the animals it
 has read in memory and reads this count each second: when it moved, the instance
-drops them all (``store.kept_pets``; docs/operations.md, "What an instance
+drops them all (``store.kept_pets``; docs/operations/run.md, "What an instance
 keeps in memory"). The trigger is ``ENABLE ALWAYS``: it also fires in sessions with
 ``session_replication_role = replica`` (logical replication's apply). Only disabling
 it by name (``ALTER TABLE pets DISABLE TRIGGER``, ``pg_restore --disable-triggers``)

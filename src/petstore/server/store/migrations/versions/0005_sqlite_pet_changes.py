@@ -9,7 +9,7 @@ Migration 0004 keeps this count on PostgreSQL. The API only ever inserts animals
 ``pet_changes.changes`` for each row such a statement touches, in the statement's
 transaction, so the count commits with the change it counts. Each worker keeps the
 animals getPet found while the count stays the same, at most 5 seconds past its last
-look (``store.kept_pets``; docs/operations.md, "What an instance keeps in memory").
+look (``store.kept_pets``; docs/operations/run.md, "What an instance keeps in memory").
 
 PostgreSQL: nothing (0004 made it there).
 
