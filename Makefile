@@ -25,8 +25,8 @@ test: lint typecheck lint-openapi kubernetes-check unit
 
 ## lint: ruff, the layer contracts (import-linter) and every imported distribution declared (deptry)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests deploy bench
-	$(BIN)/ruff format --check src tests deploy bench
+	$(BIN)/ruff check src tests testbed bench deploy
+	$(BIN)/ruff format --check src tests testbed bench deploy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/deptry .
 
@@ -93,19 +93,19 @@ servers:
 ## cluster: the deployment on loopback: HAProxy at http://127.0.0.1:8080/v1, 3 instances, PostgreSQL (monitor + 3 data nodes) with failover, Redis (make cluster ARGS="--instances 5 --environment staging"; ARGS="--hosts": every part on a test host, a network namespace of its own)
 .PHONY: cluster cluster-down chaos chaos-network
 cluster: $(STAMP) servers
-	$(BIN)/python -m deploy.cluster_command up $(ARGS)
+	$(BIN)/python -m testbed.cluster_command up $(ARGS)
 
 ## cluster-down: stop everything make cluster started; fails if a process, port or test host (namespace) is left
 cluster-down: $(STAMP)
-	$(BIN)/python -m deploy.cluster_command down
+	$(BIN)/python -m testbed.cluster_command down
 
 ## chaos: faults under load through HAProxy (kill, rolling restart, failover, Redis), at most 10 minutes (make chaos ARGS="--rounds 1")
 chaos: $(STAMP) servers
-	timeout --signal=INT 600 $(BIN)/python -m deploy.chaos $(ARGS)
+	timeout --signal=INT 600 $(BIN)/python -m testbed.chaos $(ARGS)
 
 ## chaos-network: the deployment on test hosts under a seeded schedule of partitions, pauses, packet loss and kills, the history checked; at most 15 minutes, about 9 by default here (make chaos-network ARGS="--duration 120 --seed 7")
 chaos-network: $(STAMP) servers
-	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m deploy.chaos_network $(ARGS)
+	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.chaos_network $(ARGS)
 
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool

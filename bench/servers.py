@@ -2,7 +2,7 @@
 as shipped, and the baseline (``bench.baseline`` under the same granian).
 
 Each is started, waited for (``/healthz`` answers 200) and stopped by
-:mod:`deploy.processes`, in a session of its own so that :meth:`Server.stop` ends it
+:mod:`testbed.processes`, in a session of its own so that :meth:`Server.stop` ends it
 and every process it forked, and nothing else; ``stop`` is always reached through
 :func:`running` (try/finally), on failure and on Ctrl-C too.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from deploy import processes
+from testbed import processes
 
 REPO = Path(__file__).resolve().parent.parent
 

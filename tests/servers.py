@@ -1,5 +1,5 @@
 """The real server processes of the suite, all started and stopped by
-:mod:`deploy.processes`: throwaway PostgreSQL and Redis servers for one test run,
+:mod:`testbed.processes`: throwaway PostgreSQL and Redis servers for one test run,
 and :class:`LiveServer`, a real ``petstore serve``, each on a free loopback port.
 
 The suite needs no server the machine happens to run: ``postgres_server`` makes a
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from deploy.processes import (
+from testbed.processes import (
     Daemon,
     ServerUnavailableError,
     answers,

@@ -31,9 +31,9 @@ import pytest
 from click.testing import CliRunner, Result
 from psycopg.conninfo import conninfo_to_dict
 
-from deploy.processes import program
 from petstore.cli.main import main
 from petstore.server.store import migrate
+from testbed.processes import program
 from tests.conftest import LiveServer, postgres_admin_url, run_sql
 
 pytestmark = pytest.mark.slow  # four real petstore serve processes per drill

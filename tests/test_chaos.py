@@ -19,7 +19,7 @@ import httpx
 import psycopg
 import pytest
 
-from deploy import chaos, cluster, cluster_command, processes
+from testbed import chaos, cluster, cluster_command, processes
 
 
 @pytest.fixture

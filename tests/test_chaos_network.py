@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy import chaos_network, faults, hosts
+from testbed import chaos_network, faults, hosts
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deploy.processes import free_port
 from petstore.client import AsyncClient, Client, Page
 from petstore.client.errors import (
     AuthenticationError,
@@ -40,6 +39,7 @@ from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.rules import keys
 from petstore.server.store import open_store
+from testbed.processes import free_port
 from tests.conftest import FakeClock, LiveServer, lifespan
 
 DEPRECATED = r"2030-12-05.*GET /v1/pets with the status filter"

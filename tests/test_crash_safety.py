@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from deploy.processes import child_pids, free_port, running, wait_gone
 from petstore.server.store import migrate
+from testbed.processes import child_pids, free_port, running, wait_gone
 from tests.conftest import LiveServer, all_pets, postgres_database, run_sql
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.processes import Daemon, free_port, program, wait_for
+from testbed.processes import Daemon, free_port, program, wait_for
 from tests.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parent.parent

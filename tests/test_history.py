@@ -1,10 +1,10 @@
-"""The chaos run's checker (deploy/history.py) on hand-made histories: each anomaly,
+"""The chaos run's checker (testbed/history.py) on hand-made histories: each anomaly,
 alone, is found and named; clean histories (concurrent creates, a replayed key, a
 walk that started before a create ended) pass."""
 
 from __future__ import annotations
 
-from deploy.history import Op, Page, Verdict, Window, check, unavailability
+from testbed.history import Op, Page, Verdict, Window, check, unavailability
 
 
 def create(key: str, pet_id: int, started: float, ended: float, status: str = "sold") -> Op:

@@ -22,7 +22,7 @@ import httpx2
 import pytest
 
 from deploy.image import build
-from deploy.processes import free_port
+from testbed.processes import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -14,11 +14,11 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from deploy.processes import free_port
 from petstore.server.app import create_app
 from petstore.server.config import Settings, SettingsError, load_settings
 from petstore.server.telemetry import logs
 from petstore.server.telemetry.metrics import Metrics
+from testbed.processes import free_port
 from tests.conftest import LiveServer, lifespan
 from tests.test_logs import JSON_FIELDS
 

@@ -1,4 +1,4 @@
-"""deploy/processes.py, the one way tests, bench and deploy start, wait for and stop a
+"""testbed/processes.py, the one way tests, bench and the test bed start, wait for and stop a
 server process: a stop that the server ignores still ends it and all it forked, a
 server that dies or never gets ready is reported with its log, and the readiness
 probe tells a serving port from a silent one. Small Python programs stand in for the
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy import processes
-from deploy.processes import ServerUnavailableError
+from testbed import processes
+from testbed.processes import ServerUnavailableError
 
 #: Ignores SIGTERM, forks a child that ignores it too and, with ``leave``, moves to a
 #: process group of its own; prints both pids, then waits to be killed.

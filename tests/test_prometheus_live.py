@@ -28,8 +28,8 @@ import httpx2
 import pytest
 import yaml
 
-from deploy.processes import Daemon, free_port, wait_for
 from petstore.server.store import migrate
+from testbed.processes import Daemon, free_port, wait_for
 from tests.conftest import LiveServer, postgres_database, redis_url
 
 pytestmark = pytest.mark.slow

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from starlette.testclient import TestClient
 
-from deploy.processes import free_port
 from petstore.server.app import create_app
 from petstore.server.config import Settings
+from testbed.processes import free_port
 from tests.conftest import redis_url
 from tests.test_observability import _sample
 

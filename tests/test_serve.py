@@ -15,8 +15,8 @@ import httpx2
 import psutil
 import pytest
 
-from deploy.processes import child_pids, wait_gone
 from petstore.server.store import migrate
+from testbed.processes import child_pids, wait_gone
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from deploy.processes import child_pids
+from testbed.processes import child_pids
 from tests.conftest import LiveServer
 from tests.test_crash_safety import CrashableServer, _wait_gone
 from tests.test_slow_clients import post_head, read_answer
@@ -29,7 +29,7 @@ class GroupServer(CrashableServer):
     one: ``signal_group`` reaches the main process and every worker at once."""
 
     def start(self, *args: str) -> None:
-        # deploy.processes starts every server in a session (and group) of its own.
+        # testbed.processes starts every server in a session (and group) of its own.
         super().start(*args)
         assert self.process is not None
         deadline = time.monotonic() + 30

@@ -21,10 +21,10 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from deploy.processes import child_pids, listening
 from petstore.server import shutdown
 from petstore.server.app import create_app
 from petstore.server.config import Settings
+from testbed.processes import child_pids, listening
 from tests.conformance import Conformance
 from tests.test_crash_safety import CrashableServer, _serving, _wait_gone
 from tests.test_slow_clients import post_head, read_answer

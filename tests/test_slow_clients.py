@@ -18,8 +18,8 @@ from contextlib import ExitStack, suppress
 
 import pytest
 
-from deploy.processes import child_pids
-from deploy.processes import rss_kib as _rss_kib
+from testbed.processes import child_pids
+from testbed.processes import rss_kib as _rss_kib
 from tests.conftest import LiveServer, all_pets
 
 pytestmark = pytest.mark.slow

@@ -45,7 +45,7 @@ import httpx
 import yaml
 
 from deploy.image import build
-from deploy.processes import free_port
+from testbed.processes import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

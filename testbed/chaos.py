@@ -2,7 +2,7 @@
 one fault after another, and then the store is checked against what the clients
 were told.
 
-    python -m deploy.chaos [--rounds 2] [--instances 3] [--workers 8]
+    python -m testbed.chaos [--rounds 2] [--instances 3] [--workers 8]
 
 The faults, in order, each round: an instance is SIGKILLed and restarted; every
 instance is restarted in turn (a rolling deploy: SIGTERM, drain, start, back in
@@ -38,10 +38,10 @@ from typing import Any
 
 import httpx
 
-from deploy.cluster import Cluster
-from deploy.failover import NODES
 from petstore.client import Client, EventHooks, PetStatus
 from petstore.client.errors import PetstoreClientError
+from testbed.cluster import Cluster
+from testbed.failover import NODES
 
 
 def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:
@@ -292,7 +292,7 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     """The command line of ``make chaos``; exit 0 when nothing was lost, duplicated
     or failed, 1 otherwise."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.chaos", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m testbed.chaos", description=__doc__)
     parser.add_argument("--rounds", type=int, default=2, help="times through the faults")
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--workers", type=int, default=8, help="client threads")

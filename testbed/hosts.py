@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from deploy.processes import ServerUnavailableError, postgres_user
+from testbed.processes import ServerUnavailableError, postgres_user
 
 #: What every namespace and link this module makes is named with.
 PREFIX = "pst-"

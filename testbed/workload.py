@@ -1,5 +1,5 @@
-"""The client workers of ``make chaos-network`` (:mod:`deploy.chaos_network`), each on
-a test host of its own, and what they record (:class:`deploy.history.Op`).
+"""The client workers of ``make chaos-network`` (:mod:`testbed.chaos_network`), each on
+a test host of its own, and what they record (:class:`testbed.history.Op`).
 
 Each worker runs :class:`petstore.client.Client` through HAProxy as callers would,
 with the client's own retries: creates with an Idempotency-Key (6 in 10), getPet of
@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 
-from deploy.chaos import client
-from deploy.cluster import Cluster
-from deploy.history import Op, Page, Pet
-from deploy.hosts import Network
 from petstore.client import EventHooks, PetStatus
 from petstore.client.errors import NotFoundError, PetstoreClientError
+from testbed.chaos import client
+from testbed.cluster import Cluster
+from testbed.history import Op, Page, Pet
+from testbed.hosts import Network
 
 _STATUSES = list(PetStatus)
 

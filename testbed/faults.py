@@ -1,10 +1,10 @@
-"""The faults of ``make chaos-network`` (:mod:`deploy.chaos_network`), each a kind
-name and what breaks the deployment of a :class:`~deploy.cluster.Cluster` on test
+"""The faults of ``make chaos-network`` (:mod:`testbed.chaos_network`), each a kind
+name and what breaks the deployment of a :class:`~testbed.cluster.Cluster` on test
 hosts and repairs it again. A fault returns once the deployment is whole again (every
 data node replicating, every instance in HAProxy's rotation); raises
 ServerUnavailableError when it does not become whole in time.
 
-Partitions are iptables drop rules inside the test hosts (:mod:`deploy.hosts`); a
+Partitions are iptables drop rules inside the test hosts (:mod:`testbed.hosts`); a
 pause is SIGSTOP, then SIGCONT; a lost host is SIGKILL of every process of it.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 
-from deploy.cluster import Cluster
-from deploy.failover import NODES
-from deploy.hosts import Network
-from deploy.processes import kill_group
+from testbed.cluster import Cluster
+from testbed.failover import NODES
+from testbed.hosts import Network
+from testbed.processes import kill_group
 
 #: The kinds that cut links (a partition or lost packets): the short run's set.
 PARTITIONS = (

@@ -1,4 +1,4 @@
-"""The one way tests, bench and deploy start, wait for and stop a real server
+"""The one way tests, bench and the test bed start, wait for and stop a real server
 process on loopback (``petstore serve``, PostgreSQL, Redis, HAProxy, pg_autoctl).
 
 :func:`start` runs it as a :class:`Daemon`, in a session of its own so that one

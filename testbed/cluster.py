@@ -1,12 +1,12 @@
 """The whole deployment on this machine: HAProxy in front of N ``petstore serve``
-instances, PostgreSQL with automatic failover (:mod:`deploy.failover`: a monitor and
+instances, PostgreSQL with automatic failover (:mod:`testbed.failover`: a monitor and
 three data nodes) and Redis for the shared rate-limit budget, from the files in deploy/.
 
-    python -m deploy.cluster_command up [--hosts] [--instances 3] [--port 8080]
-    python -m deploy.cluster_command down
+    python -m testbed.cluster_command up [--hosts] [--instances 3] [--port 8080]
+    python -m testbed.cluster_command down
 
 By default every part listens on this namespace's loopback. With ``--hosts`` every
-part runs on a test host of its own (:mod:`deploy.hosts`: one network namespace each,
+part runs on a test host of its own (:mod:`testbed.hosts`: one network namespace each,
 joined by a bridge, addresses in one private /24, nothing routed out): ``lb`` (HAProxy),
 ``app1``.. (the instances), ``monitor``, ``db1``..``db3``, ``redis``, ``ctl`` (where
 this harness talks from) and ``client1``.. (for callers).
@@ -14,7 +14,7 @@ this harness talks from) and ``client1``.. (for callers).
 ``up`` leaves everything running and its state in ``.cluster/`` (``make cluster``);
 ``down`` stops every process it started and checks that none is left, no port is
 taken and no test host remains (``make cluster-down``). :class:`Cluster` is also what
-:mod:`deploy.chaos` and :mod:`deploy.chaos_network` break.
+:mod:`testbed.chaos` and :mod:`testbed.chaos_network` break.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from deploy import hosts as test_hosts
-from deploy.failover import NODES, PostgresNodes
-from deploy.processes import (
+from testbed import hosts as test_hosts
+from testbed.failover import NODES, PostgresNodes
+from testbed.processes import (
     Daemon,
     ServerUnavailableError,
     answers,
@@ -47,8 +47,9 @@ from deploy.processes import (
     wait_for,
 )
 
-HERE = Path(__file__).resolve().parent
-STATE_DIR = HERE.parent / ".cluster"
+#: The operator's files this harness runs: haproxy.cfg, redis/, <environment>/.
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+STATE_DIR = DEPLOY.parent / ".cluster"
 #: What :meth:`Cluster.save` writes under the root, for ``down`` from another process.
 STATE_FILE = "state.json"
 
@@ -171,7 +172,7 @@ class Cluster:
 
     def _settings_file(self, name: str) -> dict[str, str]:
         """The variables of ``deploy/<environment>/<name>``."""
-        values = dotenv_values(HERE / self.environment / name)
+        values = dotenv_values(DEPLOY / self.environment / name)
         return {k: v for k, v in values.items() if v is not None}
 
     def _petstore(self, *args: str) -> str:
@@ -191,7 +192,8 @@ class Cluster:
         address = self.hosts.addresses["redis"]
         self.redis = Daemon(
             self.hosts.run_in("redis", [
-                program("redis-server", package="redis-server"), str(HERE / "redis" / "redis.conf"),
+                program("redis-server", package="redis-server"),
+                str(DEPLOY / "redis" / "redis.conf"),
                 "--bind", address, "--port", str(self.redis_port)]),
             log=self.root / "redis.log",
         )  # fmt: skip
@@ -232,7 +234,7 @@ class Cluster:
             f"    server i{i + 1} {self.hosts.addresses[f'app{i + 1}']}:{port}\n"
             for i, port in enumerate(self.instance_ports)
         )
-        config.write_text((HERE / "haproxy.cfg").read_text() + servers)
+        config.write_text((DEPLOY / "haproxy.cfg").read_text() + servers)
         env = {**os.environ, **self._settings_file("haproxy.env")}
         env.update(
             PETSTORE_LB_BIND=f"{self.hosts.addresses['lb']}:{self.lb_port}",

@@ -1,9 +1,9 @@
-"""The command line of the local deployment (:mod:`deploy.cluster`): ``make cluster``
+"""The command line of the local deployment (:mod:`testbed.cluster`): ``make cluster``
 and ``make cluster-down``.
 
-    python -m deploy.cluster_command up [--hosts] [--instances 3] [--environment production]
+    python -m testbed.cluster_command up [--hosts] [--instances 3] [--environment production]
                                         [--port 8080]
-    python -m deploy.cluster_command down
+    python -m testbed.cluster_command down
 
 ``up`` leaves everything running and its state in ``.cluster/``; ``down`` stops every
 process it started and checks that none is left, no port is taken and no test host
@@ -20,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from deploy import hosts as test_hosts
-from deploy.cluster import STATE_DIR, STATE_FILE, Cluster
-from deploy.processes import ServerUnavailableError, group_alive, kill_group, listening
+from testbed import hosts as test_hosts
+from testbed.cluster import STATE_DIR, STATE_FILE, Cluster
+from testbed.processes import ServerUnavailableError, group_alive, kill_group, listening
 
 
 def down(root: Path) -> list[str]:
-    """Stop what a ``python -m deploy.cluster_command up`` started under ``root`` and delete
+    """Stop what a ``python -m testbed.cluster_command up`` started under ``root`` and delete
     it; returns what is still alive or listening afterwards (nothing, normally)."""
     state = json.loads((root / STATE_FILE).read_text())
     for pgid in state["groups"]:
@@ -47,7 +47,7 @@ def down(root: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``up`` or ``down``; exit 0 on success, 1 when something failed or was left."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.cluster_command", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m testbed.cluster_command", description=__doc__)
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument(
         "--hosts", action="store_true", help="every part on a test host (network namespace)"

@@ -11,8 +11,8 @@ URL with ``target_session_attrs=read-write``, TCP keepalives and ``tcp_user_time
 (D25): libpq keeps the node that accepts writes, so an instance follows a promotion,
 and a connection to a vanished host is found dead within seconds.
 
-Each part runs on its host (:mod:`deploy.hosts`): ``pg_autoctl run`` as a
-:class:`~deploy.processes.Daemon` (its PostgreSQL in the same process group), as the
+Each part runs on its host (:mod:`testbed.hosts`): ``pg_autoctl run`` as a
+:class:`~testbed.processes.Daemon` (its PostgreSQL in the same process group), as the
 ``postgres`` user when we are root.
 """
 
@@ -26,10 +26,11 @@ from typing import Any
 
 import psycopg
 
-from deploy.hosts import Hosts
-from deploy.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
+from testbed.hosts import Hosts
+from testbed.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
-HERE = Path(__file__).resolve().parent
+#: The operator's files: postgres/monitor.conf and postgres/keeper.conf.
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 DATABASE = "petstore"
 NODES = 3
 _PACKAGE = "pg-auto-failover-cli and postgresql-15-auto-failover"
@@ -129,7 +130,7 @@ class PostgresNodes:
             "postgresql.listen_addresses", address,
         )  # fmt: skip
         conf = pgdata / "petstore-monitor.conf"
-        shutil.copyfile(HERE / "postgres" / "monitor.conf", conf)
+        shutil.copyfile(DEPLOY / "postgres" / "monitor.conf", conf)
         give_to_postgres(conf)
         with (pgdata / "postgresql.conf").open("a") as out:
             out.write("include 'petstore-monitor.conf'\n")
@@ -166,7 +167,7 @@ class PostgresNodes:
         except ServerUnavailableError:  # once in CI: a standby's PostgreSQL not up in time
             self._autoctl(*create)  # pg_autoctl continues a failed create where it stopped
         self._trust_the_hosts(pgdata)
-        for line in (HERE / "postgres" / "keeper.conf").read_text().splitlines():
+        for line in (DEPLOY / "postgres" / "keeper.conf").read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 key, value = (part.strip() for part in line.split("=", 1))
                 self._autoctl(host, "config", "set", "--pgdata", str(pgdata), key, value)

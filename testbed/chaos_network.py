@@ -1,10 +1,10 @@
 """``make chaos-network``: the deployment on test hosts (one network namespace per
-part, :mod:`deploy.hosts`), client workers each on a host of its own running
+part, :mod:`testbed.hosts`), client workers each on a host of its own running
 :class:`petstore.client.Client` through HAProxy, while a seeded random schedule of
-faults (:mod:`deploy.faults`) cuts links, drops packets, pauses and kills; every
-operation is recorded and the history checked (:mod:`deploy.history`).
+faults (:mod:`testbed.faults`) cuts links, drops packets, pauses and kills; every
+operation is recorded and the history checked (:mod:`testbed.history`).
 
-    python -m deploy.chaos_network [--duration 420] [--seed N] [--workers 8] [--kinds all]
+    python -m testbed.chaos_network [--duration 420] [--seed N] [--workers 8] [--kinds all]
 
 The seed is printed first: the same seed replays the same schedule (which faults,
 in which order, their victims and lengths). It prints a table per fault kind and, as
@@ -32,12 +32,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from deploy import faults as chaos_faults
-from deploy import workload
-from deploy.chaos import client
-from deploy.cluster import Cluster
-from deploy.history import Op, Pet, Window, check, unavailability
-from deploy.processes import ServerUnavailableError
+from testbed import faults as chaos_faults
+from testbed import workload
+from testbed.chaos import client
+from testbed.cluster import Cluster
+from testbed.history import Op, Pet, Window, check, unavailability
+from testbed.processes import ServerUnavailableError
 
 
 def run(
@@ -117,7 +117,7 @@ def report(
 ) -> dict[str, int]:
     """Print a row per fault kind, the anomalies found, and the last line; returns
     the counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, then the
-    checker's, :meth:`deploy.history.Verdict.counts`)."""
+    checker's, :meth:`testbed.history.Verdict.counts`)."""
     verdict = check(ops, stored)
     gaps = unavailability(ops, windows)
     print(
@@ -162,7 +162,7 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command line of ``make chaos-network``; exit 0 when the checker found
     nothing, 1 otherwise, 2 when the deployment did not come up or recover."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.chaos_network", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m testbed.chaos_network", description=__doc__)
     parser.add_argument("--duration", type=float, default=420, help="seconds of faults")
     parser.add_argument("--seed", type=int, default=None, help="the schedule's seed")
     parser.add_argument("--workers", type=int, default=8, help="client hosts, one worker each")

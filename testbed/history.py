@@ -1,5 +1,5 @@
 """A chaos run's history and its checker, in Jepsen's terms. No I/O: the runner
-(:mod:`deploy.chaos_network`) records, this module judges.
+(:mod:`testbed.chaos_network`) records, this module judges.
 
 Every operation of every worker is an :class:`Op`: its kind (``create``, ``read``,
 ``list``), start and end (monotonic seconds, one clock for all workers), and its
