@@ -23,7 +23,7 @@ serve: $(STAMP)
 ## test: lint, type-check, lint the OpenAPI document, check the Kubernetes manifests and run the whole test suite (schemathesis included)
 test: lint typecheck lint-openapi kubernetes-check unit
 
-## lint: ruff, the layer contracts (import-linter), every imported distribution declared (deptry) and the image's locks up to date with pyproject.toml (uv pip compile; needs the package index)
+## lint: ruff, the layer contracts (import-linter), every imported distribution declared (deptry) and the image's locks up to date with pyproject.toml (uv pip compile, from uv's cache when it has what they need, else the package index)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests deploy bench release
 	$(BIN)/ruff format --check src tests deploy bench release
@@ -74,6 +74,7 @@ unit-fast: $(STAMP) servers
 
 ## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
 test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image kubernetes-tools
+	$(BIN)/python -m release.image lock --check
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
 # chaos run the whole deployment (deploy/), from Debian's binaries; install the

@@ -61,6 +61,6 @@ def require(*programs: str) -> None:
     missing = [name for name in programs if shutil.which(name) is None]
     if missing:
         raise BuildError(
-            f"{', '.join(missing)} not found: install Debian's mmdebstrap, buildah, podman "
-            "and runc packages (make image does, as root)"
+            f"{', '.join(missing)} not found: install Debian's mmdebstrap, buildah, podman, "
+            "runc and passwd packages (make image does all but passwd, as root)"
         )
