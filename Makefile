@@ -23,12 +23,13 @@ serve: $(STAMP)
 ## test: lint, type-check, lint the OpenAPI document, check the Kubernetes manifests and run the whole test suite (schemathesis included)
 test: lint typecheck lint-openapi kubernetes-check unit
 
-## lint: ruff, the layer contracts (import-linter) and every imported distribution declared (deptry)
+## lint: ruff, the layer contracts (import-linter), every imported distribution declared (deptry) and the image's locks up to date with pyproject.toml (uv pip compile, from uv's cache when it has what they need, else the package index)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests testbed bench deploy
-	$(BIN)/ruff format --check src tests testbed bench deploy
+	$(BIN)/ruff check src tests testbed bench release
+	$(BIN)/ruff format --check src tests testbed bench release
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/deptry .
+	$(BIN)/python -m release.image lock --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -73,6 +74,7 @@ unit-fast: $(STAMP) servers
 
 ## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
 test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image kubernetes-tools
+	$(BIN)/python -m release.image lock --check
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
 # chaos run the whole deployment (deploy/), from Debian's binaries; install the
@@ -122,9 +124,9 @@ operator-tools:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
 	    >/dev/null 2>&1 || echo "Could not install$$missing (needs root and apt)."; }
 
-## image: build localhost/petstore:<version> from Debian's packages and the pinned wheels, no registry (the first build needs the network; then cached in .tools/image)
+## image: build localhost/petstore:<version> from Debian's packages and the wheels locked with their hashes in deploy/image, no registry (the first build needs the network; then cached in .tools/image); re-lock with `.venv/bin/python -m release.image lock`
 image: $(STAMP) operator-tools
-	$(BIN)/python -m deploy.image.build
+	$(BIN)/python -m release.image
 
 # make kubernetes-check's checkers, in a virtualenv of their own under .tools so that
 # the project's dependencies (and deptry) never see them. Exact versions: checkov's
@@ -152,11 +154,11 @@ kubernetes-tools: $(K8S_STAMP)
 
 ## kubernetes-check: the overlays of deploy/kubernetes rendered (kubectl kustomize), validated for Kubernetes 1.32-1.37 (strict), scanned by checkov (no failed check), the pinned image digest compared with the image's, and the local overlay run under podman kube play (201, drained stop, nothing left)
 kubernetes-check: $(STAMP) kubernetes-tools operator-tools image
-	$(BIN)/python -m deploy.kubernetes.check
+	$(BIN)/python -m release.kubernetes
 
 ## kubernetes-pin: write the digest of the image make image built into the production and staging overlays (after a change to what the image is made from; commit it on its own)
 kubernetes-pin: $(STAMP) operator-tools image
-	$(BIN)/python -m deploy.kubernetes.check pin
+	$(BIN)/python -m release.kubernetes pin
 
 # The docs-page test drives Debian's chromium headless; install it when missing.
 browser:

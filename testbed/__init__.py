@@ -4,4 +4,4 @@ this machine (:mod:`testbed.cluster`, ``make cluster``), breaks it under load
 (:mod:`testbed.history`); :mod:`testbed.processes` is how tests and bench start and
 stop servers. It drives the service from outside, through :mod:`petstore.client` and
 real processes. Operators do not install it: the wheel holds ``petstore`` only, and
-what an operator ships stays in ``deploy/`` (docs/operations.md)."""
+what an operator ships stays in ``deploy/`` (docs/operations/)."""

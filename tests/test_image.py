@@ -12,17 +12,20 @@ network, which under CI is loopback only.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx2
 import pytest
 
-from deploy.image import build
 from testbed.processes import free_port
+from release.image import lock, sources
+from release.image.shell import ROOT, BuildError, container_env
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +40,7 @@ def podman(
         ["podman", *args],
         capture_output=True,
         text=True,
-        env=build.container_env(),
+        env=container_env(),
         timeout=timeout,
         check=False,
     )
@@ -50,14 +53,14 @@ def podman(
 def image() -> str:
     """The image of this tree, built when missing or stale."""
     result = subprocess.run(
-        [sys.executable, "-m", "deploy.image.build"],
+        [sys.executable, "-m", "release.image"],
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    return build.image_name()
+    return sources.image_name()
 
 
 class Container:
@@ -150,10 +153,10 @@ def test_the_image_is_at_most_200_mb_and_carries_the_oci_labels(image: str) -> N
     (inspected,) = json.loads(podman("image", "inspect", image).stdout)
     assert inspected["Size"] <= 200 * 1000 * 1000
     labels = inspected["Config"]["Labels"]
-    assert labels["org.opencontainers.image.version"] == build.version()
+    assert labels["org.opencontainers.image.version"] == sources.version()
     assert labels["org.opencontainers.image.title"] == "petstore"
     assert labels["org.opencontainers.image.licenses"] == "MIT"
-    assert labels["org.opencontainers.image.revision"].startswith(build.revision()[:40])
+    assert labels["org.opencontainers.image.revision"].startswith(sources.revision()[:40])
     assert labels["org.opencontainers.image.created"].endswith("Z")
     config = inspected["Config"]
     assert config["User"] == "10001:10001"
@@ -163,7 +166,7 @@ def test_the_image_is_at_most_200_mb_and_carries_the_oci_labels(image: str) -> N
 def test_two_builds_of_the_same_tree_are_the_same_image(image: str) -> None:
     again = "localhost/petstore:reproducibility-check"
     rebuilt = subprocess.run(
-        [sys.executable, "-m", "deploy.image.build", "--force", f"--tag={again}"],
+        [sys.executable, "-m", "release.image", "--force", f"--tag={again}"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -176,3 +179,26 @@ def test_two_builds_of_the_same_tree_are_the_same_image(image: str) -> None:
         assert first == second
     finally:
         podman("rmi", again, check=False)  # the tag only: the image is the other's
+
+
+def test_a_lock_out_of_date_with_pyproject_fails_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m release.image lock --check`` (make lint): the locks of a copy of the
+    tree pass, then fail once its pyproject.toml no longer asks for one they pin."""
+    image = "deploy/image"
+    for name in ("pyproject.toml", *(f"{image}/{path.name}" for path in lock.LOCKS)):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    shutil.copy2(ROOT / image / "build-requirements.in", tmp_path / image)
+    copies = {tmp_path / path.relative_to(ROOT): src for path, src in lock.LOCKS.items()}
+    monkeypatch.setattr(lock, "ROOT", tmp_path)
+    monkeypatch.setattr(lock, "LOCKS", copies)
+    monkeypatch.setattr(lock, "REQUIREMENTS", tmp_path / image / "requirements.txt")
+    lock.check_locks()
+
+    pyproject = tmp_path / "pyproject.toml"
+    # A dependency dropped: the check needs nothing beyond uv's cache (no network).
+    pyproject.write_text(pyproject.read_text().replace('"wcwidth>=0.2.13",\n', "", 1))
+    with pytest.raises(BuildError, match=r"requirements\.txt is out of date with pyproject\.toml"):
+        lock.check_locks()

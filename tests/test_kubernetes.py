@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.kubernetes import check
+from release.kubernetes import manifests
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -20,15 +20,15 @@ DIGEST = "sha256:" + "ab" * 32
 def overlays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of deploy/kubernetes that the check reads instead of the repository's."""
     copy = tmp_path / "kubernetes"
-    shutil.copytree(check.HERE, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    monkeypatch.setattr(check, "HERE", copy)
+    shutil.copytree(manifests.HERE, copy)
+    monkeypatch.setattr(manifests, "HERE", copy)
     return copy
 
 
 def test_every_overlay_renders_its_namespace_and_production_runs_the_image_by_digest(
     tmp_path: Path,
 ) -> None:
-    files = check.render(tmp_path)
+    files = manifests.render(tmp_path)
     images = {}
     for overlay, path in files.items():
         documents = list(yaml.safe_load_all(path.read_text()))
@@ -40,7 +40,7 @@ def test_every_overlay_renders_its_namespace_and_production_runs_the_image_by_di
         (deployment,) = (doc for doc in documents if doc["kind"] == "Deployment")
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         images[overlay] = container["image"]
-    assert images["production"] == f"localhost/petstore@{check.pinned('production')}"
+    assert images["production"] == f"localhost/petstore@{manifests.pinned('production')}"
     assert images["staging"] == images["production"]
     assert images["local"] == "localhost/petstore:1.0.0"
 
@@ -48,13 +48,15 @@ def test_every_overlay_renders_its_namespace_and_production_runs_the_image_by_di
 def test_a_pin_other_than_the_image_of_the_tree_fails_naming_both_digests(
     overlays: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(check, "image_digest", lambda: DIGEST)
-    with pytest.raises(check.CheckError, match=f"pins {check.pinned('production')}.*{DIGEST}"):
-        check.check_pins()
+    monkeypatch.setattr(manifests, "image_digest", lambda: DIGEST)
+    with pytest.raises(
+        manifests.CheckError, match=f"pins {manifests.pinned('production')}.*{DIGEST}"
+    ):
+        manifests.check_pins()
 
-    check.pin()
-    check.check_pins()
-    assert check.pinned("production") == check.pinned("staging") == DIGEST
+    manifests.pin()
+    manifests.check_pins()
+    assert manifests.pinned("production") == manifests.pinned("staging") == DIGEST
 
 
 def test_a_grace_period_not_longer_than_the_shutdown_timeout_fails(
@@ -63,9 +65,9 @@ def test_a_grace_period_not_longer_than_the_shutdown_timeout_fails(
     settings = overlays / "base" / "kustomization.yaml"
     text = settings.read_text()
     settings.write_text(text.replace("SHUTDOWN_TIMEOUT_SECONDS=30", "SHUTDOWN_TIMEOUT_SECONDS=40"))
-    files = check.render(tmp_path)
-    with pytest.raises(check.CheckError, match="terminationGracePeriodSeconds 35"):
-        check.check_stop_and_probes(files)
+    files = manifests.render(tmp_path)
+    with pytest.raises(manifests.CheckError, match="terminationGracePeriodSeconds 35"):
+        manifests.check_stop_and_probes(files)
 
 
 def test_a_liveness_probe_on_readyz_fails(overlays: Path, tmp_path: Path) -> None:
@@ -73,6 +75,6 @@ def test_a_liveness_probe_on_readyz_fails(overlays: Path, tmp_path: Path) -> Non
     text = deployment.read_text()
     liveness = text.index("livenessProbe:")
     deployment.write_text(text[:liveness] + text[liveness:].replace("/healthz", "/readyz", 1))
-    files = check.render(tmp_path)
-    with pytest.raises(check.CheckError, match="'livenessProbe': '/readyz'"):
-        check.check_stop_and_probes(files)
+    files = manifests.render(tmp_path)
+    with pytest.raises(manifests.CheckError, match="'livenessProbe': '/readyz'"):
+        manifests.check_stop_and_probes(files)

@@ -1,1 +1,0 @@
-"""The Kubernetes manifests (base and overlays) and their check, ``make kubernetes-check``."""
