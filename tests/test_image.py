@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from testbed.processes import free_port
 from release.image import lock, sources
 from release.image.shell import ROOT, BuildError, container_env
+from testbed.processes import free_port
 
 pytestmark = pytest.mark.slow
 
