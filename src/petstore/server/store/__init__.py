@@ -90,7 +90,9 @@ class Store(Protocol):
     Constructing a store does no I/O; :meth:`open` connects, and :meth:`close`
     releases what it holds. Every other method needs the store open, and raises
     ``errors.Unavailable`` when the database cannot be reached (or the store is not
-    open, or closing). Use a store from one event loop.
+    open, or closing). Use a store from one event loop. Each method returns an
+    awaitable (a backend's are coroutines; a decorator hands back the one of the
+    store it wraps).
 
     Animals are never changed or removed through a store (the interface has no such
     operation), and every new id is above every committed one (D5, D9): a page of
@@ -98,7 +100,7 @@ class Store(Protocol):
     devices rely on that (docs/architecture.md).
     """
 
-    async def open(self) -> None:
+    def open(self) -> Awaitable[None]:
         """Connect, then check the schema is current.
 
         Raises ``errors.Unavailable`` when the database cannot be reached (a SQLite
@@ -108,7 +110,7 @@ class Store(Protocol):
         """
         ...
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
+    def create_pet(self, new_pet: NewPet) -> Awaitable[Pet]:
         """Insert one animal, durably committed before returning (D5: id assigned here)."""
         ...
 
@@ -117,43 +119,45 @@ class Store(Protocol):
         order given, each with an id above every id committed before (D5, D9)."""
         ...
 
-    async def create_pet_with_key(
+    def create_pet_with_key(
         self, new_pet: NewPet, *, claim: IdempotencyClaim
-    ) -> ClaimOutcome:
+    ) -> Awaitable[ClaimOutcome]:
         """Insert one animal and its idempotency record in one transaction (D16),
         unless an unexpired record of the claim's key exists: then nothing is written
         and that record is returned, ``replayed``."""
         ...
 
-    async def find_idempotency_record(
+    def find_idempotency_record(
         self, api_key_id: int, key: str, *, created_after: datetime
-    ) -> IdempotencyRecord | None:
+    ) -> Awaitable[IdempotencyRecord | None]:
         """The record of ``key`` for this API key, if created after ``created_after``."""
         ...
 
-    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
+    def purge_idempotency_records(self, *, created_before: datetime) -> Awaitable[int]:
         """Delete records created before ``created_before``; how many were deleted."""
         ...
 
-    async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+    def list_pets(
+        self, *, status: PetStatus | None, after_id: int, limit: int
+    ) -> Awaitable[list[Pet]]:
         """Up to ``limit`` animals with ``id > after_id``, ascending id (D7)."""
         ...
 
-    async def get_pet(self, pet_id: int) -> Pet | None:
+    def get_pet(self, pet_id: int) -> Awaitable[Pet | None]:
         """The animal with this id, or None."""
         ...
 
-    async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
+    def get_pets(self, pet_ids: Sequence[int]) -> Awaitable[list[Pet | None]]:
         """The animals of ``pet_ids`` in that order (one query), None where none."""
         ...
 
-    async def pets_version(self) -> tuple[Any, ...] | None:
+    def pets_version(self) -> Awaitable[tuple[Any, ...] | None]:
         """What moves whenever animals change outside the API (an ``UPDATE``,
         ``DELETE`` or ``TRUNCATE`` of ``pets``, a restore, a failover: migrations 0004
         and 0005); None where the database keeps no such version."""
         ...
 
-    async def create_api_key(
+    def create_api_key(
         self,
         *,
         name: str,
@@ -163,27 +167,27 @@ class Store(Protocol):
         expires_at: datetime | None,
         scopes: tuple[str, ...],
         rate_limit: str | None,
-    ) -> ApiKey:
+    ) -> Awaitable[ApiKey]:
         """Store a new key's hash and metadata (``scopes`` D21, ``rate_limit`` D22)."""
         ...
 
-    async def list_api_keys(self) -> list[ApiKey]:
+    def list_api_keys(self) -> Awaitable[list[ApiKey]]:
         """Every key, revoked and expired ones included, by id."""
         ...
 
-    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
+    def revoke_api_key(self, key_id: int, *, at: datetime) -> Awaitable[bool]:
         """Mark a key revoked at ``at``; False when no unrevoked key has that id."""
         ...
 
-    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
+    def find_api_keys(self, prefix: str) -> Awaitable[list[ApiKeyRecord]]:
         """The keys whose visible prefix is ``prefix`` (usually one)."""
         ...
 
-    async def count_active_api_keys(self, *, now: datetime) -> int:
+    def count_active_api_keys(self, *, now: datetime) -> Awaitable[int]:
         """How many keys are neither revoked nor expired at ``now``."""
         ...
 
-    async def schema_revision(self) -> str | None:
+    def schema_revision(self) -> Awaitable[str | None]:
         """The applied migration revision, None on an empty database."""
         ...
 
@@ -192,7 +196,7 @@ class Store(Protocol):
         ``available`` and ``writes_waiting``."""
         ...
 
-    async def close(self) -> None:
+    def close(self) -> Awaitable[None]:
         """Finish pending writes and release connections; later calls raise
         ``errors.Unavailable``. Safe after a failed open, without one, and twice."""
         ...

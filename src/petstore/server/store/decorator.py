@@ -1,13 +1,15 @@
 """A store around a store: :class:`StoreDecorator` hands every
 :class:`~petstore.server.store.Store` method to the store it wraps, written out one
 by one (no ``__getattr__``: a method renamed or added in ``Store`` and missing here
-fails the type check of every decorator). A speed device or the tracing overrides
+fails the type check of every decorator). Each hands back the wrapped store's
+awaitable as it is, with no coroutine of its own: a request's store call passes
+every decorator around the store. A speed device or the tracing overrides
 only what it changes (:mod:`.group_commit`, :mod:`.read_grouping`, :mod:`.kept_pets`,
 :mod:`.traced`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,61 +30,61 @@ class StoreDecorator:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
 
-    async def open(self) -> None:
+    def open(self) -> Awaitable[None]:
         """``Store.open`` of the wrapped store."""
-        await self.inner.open()
+        return self.inner.open()
 
-    async def close(self) -> None:
+    def close(self) -> Awaitable[None]:
         """``Store.close`` of the wrapped store."""
-        await self.inner.close()
+        return self.inner.close()
 
     def pool_stats(self) -> dict[str, int]:
         """``Store.pool_stats`` of the wrapped store."""
         return self.inner.pool_stats()
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
+    def create_pet(self, new_pet: NewPet) -> Awaitable[Pet]:
         """``Store.create_pet``."""
-        return await self.inner.create_pet(new_pet)
+        return self.inner.create_pet(new_pet)
 
-    async def create_pets(self, new_pets: Sequence[NewPet]) -> list[Pet]:
+    def create_pets(self, new_pets: Sequence[NewPet]) -> Awaitable[list[Pet]]:
         """``Store.create_pets``."""
-        return await self.inner.create_pets(new_pets)
+        return self.inner.create_pets(new_pets)
 
-    async def create_pet_with_key(
+    def create_pet_with_key(
         self, new_pet: NewPet, *, claim: IdempotencyClaim
-    ) -> ClaimOutcome:
+    ) -> Awaitable[ClaimOutcome]:
         """``Store.create_pet_with_key``."""
-        return await self.inner.create_pet_with_key(new_pet, claim=claim)
+        return self.inner.create_pet_with_key(new_pet, claim=claim)
 
-    async def find_idempotency_record(
+    def find_idempotency_record(
         self, api_key_id: int, key: str, *, created_after: datetime
-    ) -> IdempotencyRecord | None:
+    ) -> Awaitable[IdempotencyRecord | None]:
         """``Store.find_idempotency_record``."""
-        return await self.inner.find_idempotency_record(
-            api_key_id, key, created_after=created_after
-        )
+        return self.inner.find_idempotency_record(api_key_id, key, created_after=created_after)
 
-    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
+    def purge_idempotency_records(self, *, created_before: datetime) -> Awaitable[int]:
         """``Store.purge_idempotency_records``."""
-        return await self.inner.purge_idempotency_records(created_before=created_before)
+        return self.inner.purge_idempotency_records(created_before=created_before)
 
-    async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
+    def list_pets(
+        self, *, status: PetStatus | None, after_id: int, limit: int
+    ) -> Awaitable[list[Pet]]:
         """``Store.list_pets``."""
-        return await self.inner.list_pets(status=status, after_id=after_id, limit=limit)
+        return self.inner.list_pets(status=status, after_id=after_id, limit=limit)
 
-    async def get_pet(self, pet_id: int) -> Pet | None:
+    def get_pet(self, pet_id: int) -> Awaitable[Pet | None]:
         """``Store.get_pet``."""
-        return await self.inner.get_pet(pet_id)
+        return self.inner.get_pet(pet_id)
 
-    async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
+    def get_pets(self, pet_ids: Sequence[int]) -> Awaitable[list[Pet | None]]:
         """``Store.get_pets``."""
-        return await self.inner.get_pets(pet_ids)
+        return self.inner.get_pets(pet_ids)
 
-    async def pets_version(self) -> tuple[Any, ...] | None:
+    def pets_version(self) -> Awaitable[tuple[Any, ...] | None]:
         """``Store.pets_version``."""
-        return await self.inner.pets_version()
+        return self.inner.pets_version()
 
-    async def create_api_key(
+    def create_api_key(
         self,
         *,
         name: str,
@@ -92,9 +94,9 @@ class StoreDecorator:
         expires_at: datetime | None,
         scopes: tuple[str, ...],
         rate_limit: str | None,
-    ) -> ApiKey:
+    ) -> Awaitable[ApiKey]:
         """``Store.create_api_key``."""
-        return await self.inner.create_api_key(
+        return self.inner.create_api_key(
             name=name,
             prefix=prefix,
             key_hash=key_hash,
@@ -104,22 +106,22 @@ class StoreDecorator:
             rate_limit=rate_limit,
         )
 
-    async def list_api_keys(self) -> list[ApiKey]:
+    def list_api_keys(self) -> Awaitable[list[ApiKey]]:
         """``Store.list_api_keys``."""
-        return await self.inner.list_api_keys()
+        return self.inner.list_api_keys()
 
-    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
+    def revoke_api_key(self, key_id: int, *, at: datetime) -> Awaitable[bool]:
         """``Store.revoke_api_key``."""
-        return await self.inner.revoke_api_key(key_id, at=at)
+        return self.inner.revoke_api_key(key_id, at=at)
 
-    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
+    def find_api_keys(self, prefix: str) -> Awaitable[list[ApiKeyRecord]]:
         """``Store.find_api_keys``."""
-        return await self.inner.find_api_keys(prefix)
+        return self.inner.find_api_keys(prefix)
 
-    async def count_active_api_keys(self, *, now: datetime) -> int:
+    def count_active_api_keys(self, *, now: datetime) -> Awaitable[int]:
         """``Store.count_active_api_keys``."""
-        return await self.inner.count_active_api_keys(now=now)
+        return self.inner.count_active_api_keys(now=now)
 
-    async def schema_revision(self) -> str | None:
+    def schema_revision(self) -> Awaitable[str | None]:
         """``Store.schema_revision``."""
-        return await self.inner.schema_revision()
+        return self.inner.schema_revision()

@@ -11,6 +11,8 @@ Idempotency-Key go straight to the store, each in a transaction of its own (D16)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from petstore.schemas import NewPet, Pet
 from petstore.server.batches import CREATE_WAIT_TURNS, Batcher
 from petstore.server.store import Store
@@ -24,9 +26,9 @@ class GroupCommit(StoreDecorator):
         super().__init__(inner)
         self._creates: Batcher[NewPet, Pet] = Batcher(inner.create_pets, wait_turns=wait_turns)
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
+    def create_pet(self, new_pet: NewPet) -> Awaitable[Pet]:
         """``Store.create_pet``, committed with the creates that arrive with it."""
-        return await self._creates.submit(new_pet)
+        return self._creates.submit(new_pet)
 
     def pool_stats(self) -> dict[str, int]:
         """The store's figures, ``writes_waiting`` the creates queued for a commit."""

@@ -9,6 +9,8 @@ would (interface: Add an animal, D9).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from petstore.schemas import Pet
 from petstore.server.batches import Batcher
 from petstore.server.store import Store
@@ -22,9 +24,9 @@ class GroupedReads(StoreDecorator):
         super().__init__(inner)
         self._reads: Batcher[int, Pet | None] = Batcher(inner.get_pets)
 
-    async def get_pet(self, pet_id: int) -> Pet | None:
+    def get_pet(self, pet_id: int) -> Awaitable[Pet | None]:
         """``Store.get_pet``, read with the getPets that arrive with it."""
-        return await self._reads.submit(pet_id)
+        return self._reads.submit(pet_id)
 
     async def close(self) -> None:
         """Answer the reads already queued, then close the store."""
