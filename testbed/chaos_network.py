@@ -141,6 +141,15 @@ def report(
         for line in getattr(verdict, name)[:5]:
             print(f"  {name}: {line}", file=out)
     print(f"  stored after no answer: {counts['stored_after_no_answer']}", file=out)
+    walks = [op for op in ops if op.kind == "list" and op.outcome == "ok" and op.pages]
+    ends = sum(not op.pages[-1].more for op in walks)
+    newest = max((op.value[0] for op in ops if op.kind == "create" and op.value), default=0)
+    seen = max((max(p.ids) for op in walks for p in op.pages if p.ids), default=0)
+    print(
+        f"  walks: {len(walks)}, {ends} to the end, {sum(op.after > 0 for op in walks)} from "
+        f"a recent cursor; newest id acknowledged {newest}, newest met by a walk {seen}",
+        file=out,
+    )
     for line in differ:
         print(f"  nodes differ: {line}", file=out)
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
