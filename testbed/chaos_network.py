@@ -10,8 +10,8 @@ The seed is printed first: the same seed replays the same schedule (which faults
 in which order, their victims and lengths). The final state is read through HAProxy and
 from every PostgreSQL data node directly (:mod:`testbed.final_state`), once the
 secondaries caught up, and the views compared. It prints an availability table per
-fault kind (:mod:`testbed.availability`), the anomalies found, and, as the last line
-(one line, wrapped here)::
+fault kind (:mod:`testbed.availability`), the anomalies found, how far the list walks
+reached, and, as the last line (one line, wrapped here)::
 
     chaos-network: operations N, acknowledged A, faults F of K kinds, lost L,
     duplicated D, stale S, skipped P, phantom H, stored after an error E,
