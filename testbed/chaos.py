@@ -43,13 +43,16 @@ from petstore.client.errors import PetstoreClientError
 from testbed.cluster import Cluster
 from testbed.failover import NODES
 
+#: The workers' client: retries after the first attempt, and each attempt's timeout (s).
+RETRIES, TIMEOUT = 30, 10.0
+
 
 def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:
-    """A client as the workers use it, with its own retry budget: 30 attempts, 0.25 s
-    doubling to at most 2 s apart, or the service's Retry-After: about 30 s, more than
-    a database failover takes."""
+    """A client as the workers use it, with its own retry budget: 30 retries, 0.25 s
+    doubling to at most 2 s apart, or the service's Retry-After: about 30 s of sleeps,
+    more than a database failover takes; each attempt waits up to 10 s for its answer."""
     return Client(
-        url, api_key=key, max_retries=30, backoff=0.25, max_sleep=2.0, timeout=10.0,
+        url, api_key=key, max_retries=RETRIES, backoff=0.25, max_sleep=2.0, timeout=TIMEOUT,
         event_hooks=hooks,
     )  # fmt: skip
 

@@ -7,14 +7,19 @@ operation is recorded and the history checked (:mod:`testbed.history`).
     python -m testbed.chaos_network [--duration 420] [--seed N] [--workers 8] [--kinds all]
 
 The seed is printed first: the same seed replays the same schedule (which faults,
-in which order, their victims and lengths). It prints a table per fault kind and, as
-the last line (one line, wrapped here)::
+in which order, their victims and lengths). The final state is read through HAProxy and
+from every PostgreSQL data node directly (:mod:`testbed.final_state`), once the
+secondaries caught up, and the views compared. It prints an availability table per
+fault kind (:mod:`testbed.availability`), the anomalies found, how far the list walks
+reached, and, as the last line (one line, wrapped here)::
 
     chaos-network: operations N, acknowledged A, faults F of K kinds, lost L,
-    duplicated D, stale S, skipped P, failed X
+    duplicated D, stale S, skipped P, phantom H, stored after an error E,
+    nodes agree, failed X of N (retry budget B s)
 
-Exit status 0 when lost, duplicated, stale, skipped, ids reused or not increasing,
-and failed are all 0. Everything it started (processes, namespaces) is removed when it
+(``nodes differ`` when a data node or the service disagrees with the primary). Exit
+status 0 when every anomaly (ids reused or not increasing too) and failed are 0 and
+the nodes agree. Everything it started (processes, namespaces) is removed when it
 ends, on an error or a signal (SIGINT, SIGTERM) too.
 """
 
@@ -34,9 +39,11 @@ from typing import Any
 
 from testbed import faults as chaos_faults
 from testbed import workload
-from testbed.chaos import client
+from testbed.availability import availability, table
+from testbed.chaos import RETRIES, TIMEOUT, client
 from testbed.cluster import Cluster
-from testbed.history import Op, Pet, Window, check, unavailability
+from testbed.final_state import disagreements, node_states
+from testbed.history import Op, Pet, Window, check
 from testbed.processes import ServerUnavailableError
 
 
@@ -62,6 +69,7 @@ def run(
                 broken = _inject(cluster, rng, kinds, duration, hold, settle, windows, notes, out)
             if not broken:  # every worker has stopped: the final state is final
                 stored = _stored(cluster, key)
+                views = {**node_states(cluster.postgres), "service": stored}
         if broken:
             print(f"The deployment did not recover: {broken}", file=out)
             _keep_logs(root, out)
@@ -70,7 +78,7 @@ def run(
         cluster.down()
     for note in notes:
         print(f"  broken promise: {note}", file=out)
-    counts = report(book.ops, windows, stored, out=out)
+    counts = report(book.ops, windows, stored, disagreements(views), out=out)
     return {**counts, "broken": len(notes)}
 
 
@@ -113,45 +121,52 @@ def _stored(cluster: Cluster, key: str) -> list[Pet]:
 
 
 def report(
-    ops: list[Op], windows: list[Window], stored: list[Pet], *, out: Any = sys.stdout
-) -> dict[str, int]:
-    """Print a row per fault kind, the anomalies found, and the last line; returns
-    the counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, then the
-    checker's, :meth:`testbed.history.Verdict.counts`)."""
+    ops: list[Op], windows: list[Window], stored: list[Pet], differ: list[str],
+    *, out: Any = sys.stdout,
+) -> dict[str, int]:  # fmt: skip
+    """Print the availability table, the anomalies found (``differ``: how the data
+    nodes' and the service's views of the final state differ) and the last line;
+    returns the counts (``operations``, ``acknowledged``, ``faults``, ``kinds``,
+    ``nodes_differ``, then the checker's, :meth:`testbed.history.Verdict.counts`)."""
     verdict = check(ops, stored)
-    gaps = unavailability(ops, windows)
+    budget = (RETRIES + 1) * TIMEOUT
+    print("", *table(availability(ops, windows)), sep="\n", file=out)
     print(
-        "\n| fault | times | operations | failed | longest without a create (s) "
-        "| longest without a read (s) | p99 (ms) |\n|---|---|---|---|---|---|---|",
+        f"  retry budget: {RETRIES + 1} attempts x {TIMEOUT:.0f} s = {budget:.0f} s "
+        "(the sleeps between them aside)",
         file=out,
     )
-    for kind, gap in gaps.items():
-        mine = [w for w in windows if w.kind == kind]
-        done = [op for op in ops if any(w.started <= op.ended < w.ended for w in mine)]
-        durations = sorted(op.ended - op.started for op in done)
-        p99 = durations[int(0.99 * (len(durations) - 1))] * 1000 if durations else 0.0
-        failed = sum(op.outcome != "ok" for op in done)
-        print(
-            f"| {kind} | {len(mine)} | {len(done)} | {failed} | {gap[0]:.1f} | {gap[1]:.1f} "
-            f"| {p99:.0f} |",
-            file=out,
-        )
     counts = verdict.counts()
     for name in counts:
         for line in getattr(verdict, name)[:5]:
             print(f"  {name}: {line}", file=out)
+    print(f"  stored after no answer: {counts['stored_after_no_answer']}", file=out)
+    walks = [op for op in ops if op.kind == "list" and op.outcome == "ok" and op.pages]
+    ends = sum(not op.pages[-1].more for op in walks)
+    newest = max((op.value[0] for op in ops if op.kind == "create" and op.value), default=0)
+    seen = max((max(p.ids) for op in walks for p in op.pages if p.ids), default=0)
+    print(
+        f"  walks: {len(walks)}, {ends} to the end, {sum(op.after > 0 for op in walks)} from "
+        f"a recent cursor; newest id acknowledged {newest}, newest met by a walk {seen}",
+        file=out,
+    )
+    for line in differ:
+        print(f"  nodes differ: {line}", file=out)
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
     faults = [w for w in windows if w.kind != "no fault (baseline)"]
     print(
         f"chaos-network: operations {len(ops)}, acknowledged {acknowledged}, "
         f"faults {len(faults)} of {len({w.kind for w in faults})} kinds, "
         f"lost {counts['lost']}, duplicated {counts['duplicated']}, stale {counts['stale']}, "
-        f"skipped {counts['skipped']}, failed {counts['failed']}",
+        f"skipped {counts['skipped']}, phantom {counts['phantom']}, "
+        f"stored after an error {counts['stored_after_error']}, "
+        f"nodes {'differ' if differ else 'agree'}, "
+        f"failed {counts['failed']} of {len(ops)} (retry budget {budget:.0f} s)",
         file=out,
     )
     return {
         "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
-        "kinds": len({w.kind for w in faults}), **counts,
+        "kinds": len({w.kind for w in faults}), "nodes_differ": len(differ), **counts,
     }  # fmt: skip
 
 
@@ -194,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
             return 130
     if counts["broken"] and "operations" not in counts:
         return 2
-    bad = ("lost", "duplicated", "stale", "skipped", "reused", "not_increasing", "failed", "broken")
+    bad = (
+        "lost", "duplicated", "stale", "skipped", "phantom", "stored_after_error", "reused",
+        "not_increasing", "failed", "nodes_differ", "broken",
+    )  # fmt: skip
     return 1 if any(counts[name] for name in bad) else 0
 
 

@@ -1,10 +1,16 @@
 """The chaos run's checker (testbed/history.py) on hand-made histories: each anomaly,
 alone, is found and named; clean histories (concurrent creates, a replayed key, a
-walk that started before a create ended) pass."""
+walk that started before a create ended) pass. Also the availability figures
+(testbed/availability.py) and the comparison of the data nodes' final states
+(testbed/final_state.py)."""
 
 from __future__ import annotations
 
-from testbed.history import Op, Page, Verdict, Window, check, unavailability
+import pytest
+
+from testbed.availability import availability, table, unavailability
+from testbed.final_state import disagreements
+from testbed.history import Op, Page, Verdict, Window, check
 
 
 def create(key: str, pet_id: int, started: float, ended: float, status: str = "sold") -> Op:
@@ -15,11 +21,15 @@ def read(pet_id: int, started: float, value: tuple[int, str, int, str] | None) -
     return Op(1, "read", started, started + 0.1, "ok", asked=pet_id, value=value)
 
 
-def walk(started: float, *pages: tuple[tuple[int, ...], bool], status: str = "sold") -> Op:
+def walk(
+    started: float, *pages: tuple[tuple[int, ...], bool], status: str = "sold", after: int = 0
+) -> Op:
     answered = tuple(
         Page(started + i, started + i + 0.5, ids, more) for i, (ids, more) in enumerate(pages)
     )
-    return Op(2, "list", started, started + len(pages), "ok", status=status, pages=answered)
+    return Op(
+        2, "list", started, started + len(pages), "ok", status=status, pages=answered, after=after
+    )
 
 
 STORED = [(1, "a", 1, "sold"), (2, "b", 1, "sold"), (3, "c", 1, "sold")]
@@ -42,7 +52,10 @@ def test_a_clean_history_passes() -> None:
     verdict = check(history[:-1], STORED)
     assert verdict.clean
     assert verdict.counts() == dict.fromkeys(verdict.counts(), 0)
-    assert found(check(history, [*STORED, (4, "d", 1, "sold")])) == {"failed": 1}
+    assert found(check(history, [*STORED, (4, "d", 1, "sold")])) == {
+        "failed": 1,
+        "stored_after_no_answer": 1,
+    }
 
 
 def test_concurrent_creates_may_commit_out_of_id_order() -> None:
@@ -91,7 +104,11 @@ def test_a_404_after_another_read_saw_it_is_stale() -> None:
         read(1, 2.0, (1, "a", 1, "sold")),
         read(1, 3.0, None),
     ]
-    assert found(check(history, STORED[:1])) == {"stale": 1, "failed": 1}
+    assert found(check(history, STORED[:1])) == {
+        "stale": 1,
+        "failed": 1,
+        "stored_after_no_answer": 1,
+    }
 
 
 def test_a_list_page_lacking_an_acknowledged_animal_is_stale_and_the_walk_skipped() -> None:
@@ -144,3 +161,107 @@ def test_unavailability_is_the_longest_gap_per_fault_kind() -> None:
     gaps = unavailability(history, windows)
     assert gaps["cut"] == (6.0, 7.9)
     assert gaps["none"] == (7.0, 10.0)
+
+
+def test_a_walk_from_a_cursor_that_misses_a_newer_animal_skipped_it() -> None:
+    """A walk begun from a cursor after id 1 must meet 2 and 3; ids at or below its
+    cursor are not its to show."""
+    assert check([*CREATES, walk(4.0, ((2, 3), False), after=1)], STORED).clean
+    assert check([*CREATES, walk(4.0, ((3,), False), after=2)], STORED).clean
+    verdict = check([*CREATES, walk(4.0, ((2,), False), after=1)], STORED)
+    assert found(verdict) == {"stale": 1, "skipped": 1}
+    assert verdict.skipped == ["walk at 4.00 s never met ids [3]"]
+
+
+def test_a_read_of_an_animal_absent_from_the_final_state_is_a_phantom() -> None:
+    verdict = check([*CREATES, read(9, 4.0, (9, "z", 1, "sold"))], STORED)
+    assert found(verdict) == {"phantom": 1}
+    assert verdict.phantom == ["getPet 9 at 4.00 s answered (9, 'z', 1, 'sold'), stored None"]
+
+
+def test_a_read_that_differs_from_the_final_state_is_a_phantom() -> None:
+    """The read started before c's 201 (so it is not stale), and answered another
+    value than the one stored."""
+    assert found(check([*CREATES, read(3, 2.6, (3, "c", 2, "sold"))], STORED)) == {"phantom": 1}
+
+
+def test_a_list_page_showing_an_animal_absent_or_different_is_a_phantom() -> None:
+    ids_only = walk(4.0, ((1, 2, 3, 7), False))
+    assert found(check([*CREATES, ids_only], STORED)) == {"phantom": 1}
+    other_status = walk(4.0, ((), True), ((1,), False), status="pending")
+    assert found(check([*CREATES, other_status], STORED)) == {"phantom": 1}
+    shown = (
+        Page(4.0, 4.5, (1, 2, 3), False, ((1, "a", 1, "sold"), (2, "b", 5, "sold"), STORED[2])),
+    )
+    history = [*CREATES, Op(2, "list", 4.0, 4.5, "ok", status="sold", pages=shown)]
+    verdict = check(history, STORED)
+    assert found(verdict) == {"phantom": 1}
+    assert verdict.phantom == [
+        "list page at 4.00 s showed (2, 'b', 5, 'sold'), stored (2, 'b', 1, 'sold')"
+    ]
+
+
+def test_an_animal_stored_after_a_definite_error_is_counted() -> None:
+    history = [*CREATES, Op(3, "create", 5.0, 6.0, "failed", code=500, key="d")]
+    verdict = check(history, [*STORED, (4, "d", 1, "sold")])
+    assert found(verdict) == {"stored_after_error": 1, "failed": 1}
+    assert verdict.stored_after_error == ["key d (failed 500 at 5.00 s) stored as ids [4]"]
+    assert not verdict.clean
+    # Not stored: the error told the truth.
+    assert found(check(history, STORED)) == {"failed": 1}
+
+
+@pytest.mark.parametrize(("outcome", "code"), [("unknown", 0), ("failed", 504), ("failed", 502)])
+def test_an_animal_stored_after_no_answer_is_counted_apart(outcome: str, code: int) -> None:
+    history = [*CREATES, Op(3, "create", 5.0, 6.0, outcome, code=code, key="d")]
+    verdict = check(history, [*STORED, (4, "d", 1, "sold")])
+    assert found(verdict) == {"stored_after_no_answer": 1, "failed": 1}
+
+
+def test_a_create_retried_to_success_is_not_stored_after_an_error() -> None:
+    """An earlier call with the same key failed, a later one was acknowledged: the
+    animal is stored once and acknowledged, no defect."""
+    history = [
+        *CREATES,
+        Op(3, "create", 5.0, 6.0, "failed", code=503, key="d"),
+        create("d", 4, 6.5, 7.0),
+    ]
+    assert found(check(history, [*STORED, (4, "d", 1, "sold")])) == {"failed": 1}
+
+
+def test_availability_gives_shares_of_first_attempts_and_quick_answers() -> None:
+    windows = [Window("cut", 0.0, 10.0)]
+    history = [
+        Op(0, "create", 0.0, 0.5, "ok", key="a", value=(1, "a", 1, "sold"), attempts=1),
+        Op(0, "create", 1.0, 3.0, "ok", key="b", value=(2, "b", 1, "sold"), attempts=2),
+        Op(0, "read", 3.0, 8.5, "ok", asked=1, value=(1, "a", 1, "sold"), attempts=4),
+        Op(0, "list", 2.0, 2.5, "ok", status="sold", attempts=2, pages=(
+            Page(2.0, 2.2, (1,), True), Page(2.2, 2.5, (2,), False))),
+        Op(0, "create", 8.0, 9.0, "failed", code=503, key="c", attempts=31),
+    ]  # fmt: skip
+    (row,) = availability(history, windows)
+    assert (row.kind, row.times, row.operations, row.failed) == ("cut", 1, 5, 1)
+    assert row.first_try == 2 / 5  # the first create and the two-page walk
+    assert (row.within_1s, row.within_5s) == (2 / 5, 3 / 5)
+    assert (row.create_gap, row.read_gap) == (7.0, 6.0)
+    lines = table([row])
+    assert lines[0].startswith("| fault | times | operations | failed | first attempt ok (%)")
+    assert lines[2] == "| cut | 1 | 5 | 1 | 40.0 | 40.0 | 60.0 | 7.0 | 6.0 | 2000 |"
+
+
+def test_nodes_that_hold_the_same_rows_agree() -> None:
+    assert disagreements({"node1": STORED, "node2": list(STORED), "service": STORED}) == []
+
+
+def test_a_node_lacking_holding_or_changing_rows_differs() -> None:
+    views = {
+        "node1": STORED,
+        "node2": STORED[:2],
+        "node3": [STORED[0], (2, "b", 1, "pending"), STORED[2], (4, "d", 1, "sold")],
+        "service": None,
+    }
+    assert disagreements(views) == [
+        "node2 against node1: lacks 1 (ids [3])",
+        "node3 against node1: holds besides 1 (ids [4]), differs in 1 (ids [2])",
+        "service could not be read",
+    ]

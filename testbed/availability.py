@@ -1,0 +1,91 @@
+"""Availability of a chaos run as figures, per fault kind: what share of operations
+succeeded at their first attempt, what share was answered (successfully) within 1 s
+and within 5 s, retries included, and the longest times without a successful create
+and without a successful read. No I/O; :func:`table` gives the printed rows."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from testbed.ops import Op, Window
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    """One fault kind's figures: its windows (``times``), the operations that ended
+    in them, those that failed, the shares (0 to 1) that succeeded at the first
+    attempt, within 1 s and within 5 s, the longest gaps (seconds) without a
+    successful create and without a successful read, and the 99th percentile of
+    the operations' durations (milliseconds)."""
+
+    kind: str
+    times: int
+    operations: int
+    failed: int
+    first_try: float
+    within_1s: float
+    within_5s: float
+    create_gap: float
+    read_gap: float
+    p99_ms: float
+
+
+def unavailability(ops: Iterable[Op], windows: Iterable[Window]) -> dict[str, tuple[float, float]]:
+    """Per fault kind, the longest time (seconds) in any of its windows without a
+    successful create, and without a successful read (getPet or list); an edge of
+    the window counts as a success."""
+    done = sorted(ops, key=lambda op: op.ended)
+    worst: dict[str, tuple[float, float]] = {}
+    for window in windows:
+        gaps = []
+        for kinds in (("create",), ("read", "list")):
+            edges = [window.started] + [
+                op.ended for op in done
+                if op.kind in kinds and op.outcome == "ok"
+                and window.started <= op.ended < window.ended
+            ] + [window.ended]  # fmt: skip
+            gaps.append(max(b - a for a, b in itertools.pairwise(edges)))
+        old = worst.get(window.kind, (0.0, 0.0))
+        worst[window.kind] = (max(old[0], gaps[0]), max(old[1], gaps[1]))
+    return worst
+
+
+def availability(ops: Iterable[Op], windows: Iterable[Window]) -> list[Availability]:
+    """The figures of each fault kind of ``windows`` (in the order they first
+    occurred), over the operations of ``ops`` that ended in one of its windows."""
+    ops, windows = list(ops), list(windows)
+    rows = []
+    for kind, gap in unavailability(ops, windows).items():
+        mine = [w for w in windows if w.kind == kind]
+        done = [op for op in ops if any(w.started <= op.ended < w.ended for w in mine)]
+        durations = sorted(op.ended - op.started for op in done)
+        p99 = durations[int(0.99 * (len(durations) - 1))] * 1000 if durations else 0.0
+        ok = [op.ended - op.started for op in done if op.outcome == "ok"]
+
+        def share(count: int, of: int = len(done)) -> float:
+            return count / of if of else 1.0
+
+        first = share(sum(op.first_try for op in done))
+        within = (share(sum(t <= 1 for t in ok)), share(sum(t <= 5 for t in ok)))
+        failed = len(done) - len(ok)
+        rows.append(Availability(kind, len(mine), len(done), failed, first, *within, *gap, p99))
+    return rows
+
+
+def table(rows: Iterable[Availability]) -> list[str]:
+    """The rows as a Markdown table, its header first; shares in percent."""
+    lines = [
+        "| fault | times | operations | failed | first attempt ok (%) | ok within 1 s (%) "
+        "| ok within 5 s (%) | longest without a create (s) | longest without a read (s) "
+        "| p99 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.kind} | {r.times} | {r.operations} | {r.failed} | {100 * r.first_try:.1f} "
+            f"| {100 * r.within_1s:.1f} | {100 * r.within_5s:.1f} | {r.create_gap:.1f} "
+            f"| {r.read_gap:.1f} | {r.p99_ms:.0f} |"
+        )
+    return lines

@@ -1,0 +1,68 @@
+"""What a chaos run records (:mod:`testbed.workload`) and its checker judges
+(:mod:`testbed.history`): operations, the pages of list walks, and fault windows.
+Plain data, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: An animal as stored and as answered: (id, name, category id, status).
+Pet = tuple[int, str, int, str]
+
+#: The codes of a failed operation that got no answer from an instance: 0 (no answer
+#: at all, the client gave up waiting or lost the connection), HAProxy's 502 (the
+#: instance's connection lost) and 504 (the instance did not answer in time). Any
+#: other status is a definite error.
+NO_ANSWER = frozenset({0, 502, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list walk: when it was asked and answered, the ids it held (in
+    the order served, ascending), whether it linked a next page, and the animals
+    themselves when recorded (``pets``, empty when only the ids were kept)."""
+
+    started: float
+    ended: float
+    ids: tuple[int, ...]
+    more: bool
+    pets: tuple[Pet, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operation. ``create``: ``key`` (the Idempotency-Key, which is also the
+    animal's name) and, when ok, ``value``. ``read``: ``asked`` (the id) and, when ok,
+    ``value`` (None for a 404). ``list``: ``status`` (the filter), ``after`` (a walk
+    begun from a ``rel="next"`` cursor: the ids above this one; 0 from the first
+    page) and the ``pages`` answered (when ok, the walk ended by itself or by its cap).
+    ``attempts`` is the HTTP requests it sent, retries included (0: not recorded)."""
+
+    worker: int
+    kind: str
+    started: float
+    ended: float
+    outcome: str
+    code: int = 0
+    key: str = ""
+    asked: int = 0
+    status: str = ""
+    value: Pet | None = None
+    pages: tuple[Page, ...] = ()
+    after: int = 0
+    attempts: int = 0
+
+    @property
+    def first_try(self) -> bool:
+        """Whether it succeeded without a retry: ok, with no more requests than the
+        answers it needed (one, or one per page of a walk)."""
+        return self.outcome == "ok" and self.attempts <= max(1, len(self.pages))
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A fault's window: its kind, from its start to the end of its settling time."""
+
+    kind: str
+    started: float
+    ended: float
