@@ -20,7 +20,8 @@ While there is room, a miss reads the animals of its whole block of
 :data:`BLOCK_IDS` ids in one query and keeps those found: ids are handed out in order
 (D5), so the animals near one asked for are likely asked for soon, and an instance
 starting under load reads its animals in a few queries instead of one each. Once
-full, a miss reads its own animal only.
+full, or when the block cannot be read whole (a damaged row in it), a miss reads its
+own animal only, so one bad row fails only its own getPet.
 """
 
 from __future__ import annotations
@@ -87,10 +88,24 @@ class KeptPets(StoreDecorator):
             vouched = max(read_at, self._looked) if read_at >= self._since else read_at
             if now - vouched < self._seconds:
                 return pet
-        if len(self._pets) + BLOCK_IDS > self._max_pets:
-            read = await self.inner.get_pet(pet_id)
-            self._keep(pet_id, read, now)
-            return read
+        if len(self._pets) + BLOCK_IDS <= self._max_pets:
+            try:
+                return await self._read_block(pet_id, now)
+            except errors.Unavailable:
+                raise
+            except Exception:  # a damaged row in the block fails only its own getPet
+                return await self._read_alone(pet_id, now)
+        return await self._read_alone(pet_id, now)
+
+    async def _read_alone(self, pet_id: int, now: float) -> Pet | None:
+        """Read and keep the animal ``pet_id`` alone."""
+        found = await self.inner.get_pet(pet_id)
+        self._keep(pet_id, found, now)
+        return found
+
+    async def _read_block(self, pet_id: int, now: float) -> Pet | None:
+        """Read and keep the animals of ``pet_id``'s block; the one of ``pet_id``.
+        Raises what the read raised (a row that cannot be decoded fails the block)."""
         first = max(1, pet_id - pet_id % BLOCK_IDS)
         ids = list(range(first, min(first + BLOCK_IDS, INT64_MAX + 1)))
         found: Pet | None = None
