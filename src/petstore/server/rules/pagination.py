@@ -37,7 +37,7 @@ from petstore.server.store import Store
 _VERSION = 1
 _PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
 _SIGNATURE_BYTES = 16
-_STATUSES = list(PetStatus)
+_STATUSES = tuple(PetStatus)
 _VERIFIED_MAX = 10_000
 
 
