@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.telemetry import logs, logstream
+from petstore.server.telemetry.logstream import BufferedStderr
 
 #: A JSON access line's fields, in their order, when every one has a value.
 JSON_FIELDS = [
@@ -65,9 +66,10 @@ def log_unknown(request_id: str = "r2") -> None:
 
 
 @pytest.fixture
-def configure() -> Iterator[Callable[[bool], None]]:
-    """``logs.configure(level="INFO", json=...)``; the ``petstore`` loggers restored
-    afterwards, and access lines no longer handed to a JSON handler."""
+def configure() -> Iterator[Callable[[bool], BufferedStderr]]:
+    """``logs.configure(level="INFO", json=...)``, which returns its handler; the
+    ``petstore`` loggers restored afterwards, and access lines no longer handed to a
+    JSON handler."""
     logger = logging.getLogger("petstore")
     saved = logger.handlers[:], logger.level, logger.propagate
     yield lambda as_json: logs.configure(level="INFO", json=as_json)
@@ -244,14 +246,15 @@ def _flush_threads() -> int:
 
 
 def test_the_flush_thread_stops_when_replaced_and_at_shutdown(
-    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
+    configure: Callable[[bool], BufferedStderr], capfd: pytest.CaptureFixture[str]
 ) -> None:
     before = _flush_threads()
     configure(True)
     configure(False)
-    configure(True)
+    handler = configure(True)
     assert _flush_threads() == before + 1  # each configure stops the thread it replaces
-    logs.close()  # what the app's lifespan does at shutdown
+    # What the lifespan of the app the worker hands its handler to does at shutdown.
+    logs.AccessLog(handler).close()
     assert _flush_threads() == before
     log_known("after-close")  # written at once, nothing left in a buffer
     assert [json.loads(line)["request_id"] for line in capfd.readouterr().err.splitlines()] == [

@@ -1,18 +1,43 @@
 """The served OpenAPI document: valid OpenAPI 3.1, the interface exactly, and every
 decision stated (issue: spec first). Responses are checked against it by every test
-through the ``client`` fixture; these tests pin the document itself."""
+through the ``client`` fixture; these tests pin the document itself.
+
+The document is written by hand, for people; the rules it states are written once,
+in the code (:mod:`petstore.schemas`, :mod:`petstore.server.rules.pagination`). The
+tests here compare the two, so neither can drift from the other: no bound of a rule
+is copied into this file.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 from openapi_spec_validator import validate
 from starlette.testclient import TestClient
 
 from petstore.cli.main import main
+from petstore.schemas import (
+    CATEGORY_ID_MAX,
+    CATEGORY_ID_MIN,
+    DEFAULT_STATUS,
+    NAME_MAX_LENGTH,
+    NAME_MIN_LENGTH,
+    NEW_PET_MEMBERS,
+    NEW_PET_REQUIRED,
+    NewPet,
+    Pet,
+    PetStatus,
+    name_problem,
+)
+from petstore.server.rules import pagination
+
+#: The keywords of a JSON Schema that constrain a value (``format`` and the prose aside).
+CONSTRAINTS = ("type", "minLength", "maxLength", "minimum", "maximum", "enum", "default")
 
 
 @pytest.fixture
@@ -53,31 +78,94 @@ def test_operations_have_the_interface_ids_and_bearer_security(
     assert scheme == {**scheme, "type": "http", "scheme": "bearer"}
 
 
-def test_schemas_state_fields_formats_and_decisions(document: dict[str, Any]) -> None:
+def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every ``$ref`` (``#/...``, into ``document``) replaced by what it
+    names; the keywords written beside a ``$ref`` (a ``default``) win."""
+    while "$ref" in schema:
+        target: Any = document
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def enforced_schema(struct: type[msgspec.Struct]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The JSON Schema of what the decoder of ``struct`` accepts, as msgspec derives it
+    from the struct's annotations, and the document its ``$ref``s point into."""
+    document = msgspec.json.schema(struct)
+    return resolved(document, document), document
+
+
+def test_new_pet_schema_states_the_rules_the_service_enforces(document: dict[str, Any]) -> None:
+    """The served NewPet against the code: the bounds of ``petstore.schemas`` (which
+    the fast parser reads) and the NewPet struct the body is decoded into."""
+    served = resolved(document, document["components"]["schemas"]["NewPet"])
+    enforced, enforced_document = enforced_schema(NewPet)
+    assert served["additionalProperties"] is enforced["additionalProperties"] is False  # D4
+    assert served["required"] == enforced["required"] == list(NEW_PET_REQUIRED)
+    assert list(served["properties"]) == list(enforced["properties"]) == list(NEW_PET_MEMBERS)
+    for member in NEW_PET_MEMBERS:
+        ours = resolved(document, served["properties"][member])
+        theirs = resolved(enforced_document, enforced["properties"][member])
+        stated = {keyword: ours.get(keyword) for keyword in CONSTRAINTS if keyword in theirs}
+        assert stated == {keyword: theirs[keyword] for keyword in stated}, member
+    name = resolved(document, served["properties"]["name"])
+    assert (name["minLength"], name["maxLength"]) == (NAME_MIN_LENGTH, NAME_MAX_LENGTH)  # D2
+    assert f"{NAME_MIN_LENGTH} to {NAME_MAX_LENGTH} characters" in name["description"]
+    category = resolved(document, served["properties"]["categoryId"])
+    assert (category["minimum"], category["maximum"]) == (CATEGORY_ID_MIN, CATEGORY_ID_MAX)  # D3
+    assert category["format"] == "int64"
+    status = resolved(document, served["properties"]["status"])
+    assert status["enum"] == [status.value for status in PetStatus]
+    assert status["default"] == DEFAULT_STATUS.value  # D1
+
+
+def test_pet_schema_states_the_fields_of_a_returned_pet(document: dict[str, Any]) -> None:
     schemas = document["components"]["schemas"]
-    new_pet, pet = schemas["NewPet"], schemas["Pet"]
-    assert new_pet["required"] == ["name", "categoryId"]
-    assert new_pet["additionalProperties"] is False
-    assert new_pet["properties"]["status"]["default"] == "available"
-    assert set(pet["required"]) == {"id", "name", "categoryId", "status"}  # D6
+    pet = schemas["Pet"]
+    members = [field.encode_name for field in msgspec.structs.fields(Pet)]
+    assert list(pet["properties"]) == members
+    assert pet["required"] == members  # D6
+    assert pet["additionalProperties"] is False
     assert pet["properties"]["id"]["format"] == "int64"
-    assert schemas["CategoryId"] == {
-        **schemas["CategoryId"],
-        "type": "integer",
-        "format": "int64",
-        "minimum": 1,
-        "maximum": 9223372036854775807,
-    }
-    assert schemas["Name"]["minLength"] == 1
-    assert schemas["Name"]["maxLength"] == 100
-    assert schemas["PetStatus"]["enum"] == ["available", "pending", "sold"]
+    assert pet["properties"]["id"]["maximum"] == CATEGORY_ID_MAX  # D5: an int64 too
     assert set(schemas["Error"]["required"]) == {"code", "message", "status"}
 
 
-def test_list_parameters_state_bounds_default_and_cursor(document: dict[str, Any]) -> None:
+def test_name_pattern_agrees_with_the_name_rule_on_every_bmp_character(
+    document: dict[str, Any],
+) -> None:
+    """The pattern of Name (D2, the format characters of the BMP) against
+    ``schemas.name_problem``, the rule the service applies, for each character of
+    the Basic Multilingual Plane alone and after a visible one. Python's ``re`` reads
+    this pattern as ECMA-262 does: its ``\\s`` differs from JavaScript's only on
+    controls, which the pattern refuses anyway, and on U+FEFF, which it names; the
+    anchors become a full match, since Python's ``$`` also matches before a final
+    newline."""
+    pattern = document["components"]["schemas"]["Name"]["pattern"]
+    name_rule = re.compile(pattern.removeprefix("^").removesuffix("$"))
+    disagreements = [
+        name
+        for code in range(0x10000)
+        if not 0xD800 <= code <= 0xDFFF
+        for name in (chr(code), "x" + chr(code))
+        if (name_rule.fullmatch(name) is not None) != (name_problem(name) is None)
+    ]
+    assert disagreements == []
+
+
+def test_list_parameters_state_the_page_size_rule_and_cursor(document: dict[str, Any]) -> None:
     parameters = {p["name"]: p for p in document["paths"]["/pets"]["get"]["parameters"]}
     limit = parameters["limit"]["schema"]
-    assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 100, 20)
+    assert (limit["minimum"], limit["maximum"], limit["default"]) == (
+        pagination.LIMIT_MIN,
+        pagination.LIMIT_MAX,
+        pagination.LIMIT_DEFAULT,
+    )
+    assert limit["type"] == "integer"
+    described = parameters["limit"]["description"]
+    assert f"from {pagination.LIMIT_MIN} to {pagination.LIMIT_MAX}" in described
+    assert document["components"]["schemas"]["Pets"]["maxItems"] == pagination.LIMIT_MAX
     assert parameters["status"]["schema"] == {"$ref": "#/components/schemas/PetStatus"}
     assert parameters["cursor"]["required"] is False
     assert "Link" in document["paths"]["/pets"]["get"]["responses"]["200"]["headers"]

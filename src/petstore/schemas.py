@@ -1,8 +1,16 @@
 """The wire contract: Pet, NewPet, PetStatus and Error (interface: Resources).
 
 msgspec structs validate strictly while decoding (``1.0``, ``true`` and ``"1"`` are
-not integers, D3) and encode straight to JSON bytes. The constraints below are the
-same ones the OpenAPI document states.
+not integers, D3) and encode straight to JSON bytes.
+
+Each bound of the contract is written here once, as a constant, and read from here
+by everything that judges or states it: the NewPet struct below, the fast NewPet
+parser of the server (``server.http.newpet``), listPets' page size (re-exported by
+``server.rules.pagination`` as its rule, read by ``server.http.parsing``) and the
+``pets`` command, which is client code and may not import the server. The served
+OpenAPI document (``openapi.yaml``) is written by hand for people; a test
+(``tests/test_openapi.py``) checks its NewPet, Name, CategoryId, PetStatus and
+``limit`` against these constants and this struct.
 """
 
 from __future__ import annotations
@@ -17,13 +25,21 @@ import msgspec
 
 INT64_MAX = 2**63 - 1
 
+#: D2: the length of a name in Unicode code points, both ends included.
+NAME_MIN_LENGTH, NAME_MAX_LENGTH = 1, 100
+#: D3: the values of a categoryId, both ends included: the positive int64 values.
+CATEGORY_ID_MIN, CATEGORY_ID_MAX = 1, INT64_MAX
+#: listPets' page size ``limit`` (interface: List animals, Limits; D8): an integer
+#: from LIMIT_MIN to LIMIT_MAX, LIMIT_DEFAULT when the request names none.
+LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
+
 #: D2: a control character (Unicode category Cc) anywhere in a name.
 _CONTROL = re.compile("[\u0000-\u001f\u007f-\u009f]")
 #: D2: the categories of invisible characters: white space (Z*), controls, formats.
 _INVISIBLE = frozenset(("Zs", "Zl", "Zp", "Cc", "Cf"))
 
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
-CategoryId = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
+Name = Annotated[str, msgspec.Meta(min_length=NAME_MIN_LENGTH, max_length=NAME_MAX_LENGTH)]
+CategoryId = Annotated[int, msgspec.Meta(ge=CATEGORY_ID_MIN, le=CATEGORY_ID_MAX)]
 
 
 class PetStatus(StrEnum):
@@ -34,6 +50,10 @@ class PetStatus(StrEnum):
     SOLD = "sold"
 
 
+#: D1: the status of a NewPet sent without one.
+DEFAULT_STATUS = PetStatus.AVAILABLE
+
+
 class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     """The body of ``createPet``; unknown fields, ``id`` included, are refused (D4).
 
@@ -42,7 +62,7 @@ class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
 
     name: Name
     category_id: CategoryId
-    status: PetStatus = PetStatus.AVAILABLE
+    status: PetStatus = DEFAULT_STATUS
 
     def __post_init__(self) -> None:
         # D2 beyond the length (msgspec patterns are Python's, whose `$` also matches
@@ -50,6 +70,14 @@ class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
         problem = name_problem(self.name)
         if problem is not None:
             raise ValueError(problem)
+
+
+#: D4: the members of a NewPet as sent, in order; no other member is accepted.
+NEW_PET_MEMBERS = tuple(field.encode_name for field in msgspec.structs.fields(NewPet))
+#: D4: the members a NewPet must have (``status`` may be left out, D1).
+NEW_PET_REQUIRED = tuple(
+    field.encode_name for field in msgspec.structs.fields(NewPet) if field.required
+)
 
 
 def name_problem(name: str) -> str | None:

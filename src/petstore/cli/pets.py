@@ -34,7 +34,7 @@ from petstore.cli.connection import call, client, connection
 from petstore.cli.importer import pets_import
 from petstore.cli.tables import fit_width, table, wide_option
 from petstore.client import SunsetWarning
-from petstore.schemas import Pet, PetStatus
+from petstore.schemas import LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN, Pet, PetStatus
 
 _STATUS = click.Choice([status.value for status in PetStatus])
 
@@ -61,7 +61,11 @@ def pets_group() -> None:
 @pets_group.command("list")
 @connection
 @click.option("--status", type=_STATUS, help="Only animals with this status.")
-@click.option("--limit", type=click.IntRange(1, 100), help="Page size (1-100, default 20).")
+@click.option(
+    "--limit",
+    type=click.IntRange(LIMIT_MIN, LIMIT_MAX),
+    help=f"Page size ({LIMIT_MIN}-{LIMIT_MAX}, default {LIMIT_DEFAULT}).",
+)
 @click.option("--all", "every", is_flag=True, help="Follow every page to the end.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per animal.")
 @wide_option
@@ -77,7 +81,7 @@ def pets_list(
     """List animals in id order: one page, or with --all every page."""
     with client(ctx) as petstore:
         if every:
-            pets = call(lambda: list(petstore.iter_pets(status, limit=limit or 100)))
+            pets = call(lambda: list(petstore.iter_pets(status, limit=limit or LIMIT_MAX)))
         else:
             pets = call(lambda: petstore.list_pets(status, limit=limit).pets)
     _show(pets, as_json=as_json, wide=wide)

@@ -54,7 +54,7 @@ from petstore.client.core import (
     next_params,
 )
 from petstore.client.errors import SunsetWarning
-from petstore.schemas import Pet, PetStatus
+from petstore.schemas import LIMIT_MAX, Pet, PetStatus
 
 __all__ = [
     "DEFAULT_SUNSET",
@@ -102,15 +102,17 @@ class Client(ClientBase[httpx.BaseTransport]):
         raise AssertionError("unreachable")
 
     def list_pets(self, status: PetStatus | str | None = None, *, limit: int | None = None) -> Page:
-        """One page of animals, ``limit`` 1 to 100 (default 20 by the service).
+        """One page of animals, ``limit`` from ``petstore.schemas.LIMIT_MIN`` to
+        ``LIMIT_MAX`` (1 to 100; ``LIMIT_DEFAULT``, 20, by the service when None).
         Raises BadRequestError for a bad ``status`` or ``limit`` (D8)."""
         return decode_page(self._send("GET", "pets", params=list_params(status, limit)))
 
     def iter_pets(
-        self, status: PetStatus | str | None = None, *, limit: int = 100
+        self, status: PetStatus | str | None = None, *, limit: int = LIMIT_MAX
     ) -> Iterator[Pet]:
-        """Every animal (with ``status``), in id order, fetching ``limit`` per page and
-        following ``rel="next"`` until it is absent (D9)."""
+        """Every animal (with ``status``), in id order, fetching ``limit`` per page (by
+        default the most a page may hold) and following ``rel="next"`` until it is
+        absent (D9)."""
         page = self.list_pets(status, limit=limit)
         yield from page.pets
         while page.next_url is not None:
@@ -185,7 +187,7 @@ class AsyncClient(ClientBase[httpx.AsyncBaseTransport]):
         return decode_page(await self._send("GET", "pets", params=list_params(status, limit)))
 
     async def iter_pets(
-        self, status: PetStatus | str | None = None, *, limit: int = 100
+        self, status: PetStatus | str | None = None, *, limit: int = LIMIT_MAX
     ) -> AsyncIterator[Pet]:
         """See :meth:`Client.iter_pets`; use with ``async for``."""
         page = await self.list_pets(status, limit=limit)

@@ -45,6 +45,7 @@ from petstore.server.store.kept_pets import KeptPets
 from petstore.server.store.read_grouping import GroupedReads
 from petstore.server.store.traced import TracedStore
 from petstore.server.telemetry import logs, tracing
+from petstore.server.telemetry.logstream import BufferedStderr
 from petstore.server.telemetry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from petstore.server.telemetry.metrics import Metrics
 
@@ -71,13 +72,16 @@ def create_app(
     clock: Clock = utc_now,
     monotonic: Monotonic = monotonic,
     drain_marker: str | None = None,
+    log_handler: BufferedStderr | None = None,
 ) -> Service:
     """The ASGI app for ``settings``; ``clock`` is injectable for the sunset (D14),
     idempotency records (D16) and key expiry, ``monotonic`` for what is kept or
     counted for seconds (verified keys, kept answers, the failed-authentication
     limit); once the file ``drain_marker`` exists, ``/readyz`` answers 503
-    (:mod:`petstore.server.shutdown`). The database must already be migrated
-    (``petstore db upgrade``); the lifespan connects to it.
+    (:mod:`petstore.server.shutdown`). Access lines go to ``log_handler``, which then
+    belongs to this app: its lifespan closes it (without one, to the handler of
+    ``logs.configure``, which the lifespan only flushes). The database must already
+    be migrated (``petstore db upgrade``); the lifespan connects to it.
     """
     store = compose_store(settings, monotonic=monotonic)
     traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
@@ -94,6 +98,7 @@ def create_app(
     if settings.keep_answers:
         pages = KeptPages(pages, monotonic=monotonic)
     metrics = Metrics()
+    access_log = logs.AccessLog(log_handler)
     metrics.watch_pool(store.pool_stats)
     if rate_limiter is not None:
         limiter = rate_limiter
@@ -169,7 +174,7 @@ def create_app(
             await store.close()
             if traces is not None:
                 traces.shutdown()
-            logs.close()  # the flush thread stops with the app
+            access_log.close()  # this app's handler, and only this app's
 
     return Service(
         routes,
@@ -178,6 +183,7 @@ def create_app(
         trust_forwarded=settings.trust_forwarded_headers,
         tracer=None if traces is None else traces.tracer,
         request_timeout=settings.request_timeout_seconds,
+        access_log=access_log,
     )
 
 
@@ -211,7 +217,9 @@ def _exit_with_parent() -> None:
 def app_from_environment() -> Service:
     """The app for the ``PETSTORE_*`` environment: the factory ``petstore serve`` runs
     in each worker process, which drains when ``serve``'s marker file exists (its path
-    in ``PETSTORE_INTERNAL_DRAIN_FILE``, :mod:`petstore.server.shutdown`).
+    in ``PETSTORE_INTERNAL_DRAIN_FILE``, :mod:`petstore.server.shutdown`). The
+    worker's log handler (``logs.configure``) is handed to its one app, whose lifespan
+    closes it.
 
     Everything alive once the app is built (the modules, above all) is moved out of
     the garbage collector's reach with ``gc.freeze``: they live as long as the worker,
@@ -220,8 +228,9 @@ def app_from_environment() -> Service:
     """
     _exit_with_parent()
     settings = load_settings()
-    logs.configure(level=settings.log_level, json=settings.json_logs)
-    app = create_app(settings, drain_marker=os.environ.get(shutdown.DRAIN_FILE_VARIABLE))
+    handler = logs.configure(level=settings.log_level, json=settings.json_logs)
+    drain_marker = os.environ.get(shutdown.DRAIN_FILE_VARIABLE)
+    app = create_app(settings, drain_marker=drain_marker, log_handler=handler)
     gc.collect()  # nothing unreachable goes into the permanent generation
     gc.freeze()
     return app

@@ -7,6 +7,9 @@ own explicit check of the JSON: it decides the answer, member by member, with
 messages of ours, and never reads a library's error text, so an upgrade of the
 decoder cannot change a message. It also accepts what the strict decoder refuses
 but D3 allows (``1.0`` and ``1e3`` are integers).
+
+Both steps take every bound from :mod:`petstore.schemas` (the struct's annotations,
+and the constants this module reads), so neither restates a number of the rule.
 """
 
 from __future__ import annotations
@@ -16,18 +19,34 @@ from decimal import Decimal, InvalidOperation
 
 import msgspec
 
-from petstore.schemas import INT64_MAX, NewPet, PetStatus, name_problem
+from petstore.schemas import (
+    CATEGORY_ID_MAX,
+    CATEGORY_ID_MIN,
+    DEFAULT_STATUS,
+    NAME_MAX_LENGTH,
+    NAME_MIN_LENGTH,
+    NEW_PET_MEMBERS,
+    NEW_PET_REQUIRED,
+    NewPet,
+    PetStatus,
+    name_problem,
+)
 from petstore.server import errors
 
 _new_pet_decoder = msgspec.json.Decoder(NewPet)
 _members_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: The member names of a NewPet as they can be written without escapes.
-_MEMBERS = (b'"name"', b'"categoryId"', b'"status"')
+_MEMBERS = tuple(f'"{member}"'.encode() for member in NEW_PET_MEMBERS)
 _STATUSES = {status.value: status for status in PetStatus}
-_NAME_TYPE = "name: must be a string of 1 to 100 characters"
-_CATEGORY = f"categoryId: must be a whole number from 1 to {INT64_MAX}"
+_NAME_TYPE = f"name: must be a string of {NAME_MIN_LENGTH} to {NAME_MAX_LENGTH} characters"
+_CATEGORY = f"categoryId: must be a whole number from {CATEGORY_ID_MIN} to {CATEGORY_ID_MAX}"
 _STATUS = f"status: must be one of {', '.join(_STATUSES)}"
-_NOT_AN_OBJECT = "body: must be a JSON object, a NewPet: name, categoryId and optionally status"
+_OPTIONAL = [member for member in NEW_PET_MEMBERS if member not in NEW_PET_REQUIRED]
+_NOT_AN_OBJECT = (
+    f"body: must be a JSON object, a NewPet: {', '.join(NEW_PET_REQUIRED)}"
+    f" and optionally {', '.join(_OPTIONAL)}"
+)
+_NOT_A_MEMBER = f"is not a member of a NewPet ({', '.join(NEW_PET_MEMBERS)})"
 
 
 def parse_new_pet(body: bytes) -> NewPet:
@@ -66,7 +85,7 @@ def validate(members: dict[str, msgspec.Raw]) -> NewPet:
     member. A missing ``name`` is named before a missing ``categoryId``."""
     name: str | None = None
     category_id: int | None = None
-    status = PetStatus.AVAILABLE
+    status = DEFAULT_STATUS
     for member, raw in members.items():
         if member == "name":
             name = _name(bytes(raw))
@@ -75,9 +94,7 @@ def validate(members: dict[str, msgspec.Raw]) -> NewPet:
         elif member == "status":
             status = _status(bytes(raw))
         else:
-            raise errors.InvalidRequest(
-                f"{member}: is not a member of a NewPet (name, categoryId, status)"
-            )
+            raise errors.InvalidRequest(f"{member}: {_NOT_A_MEMBER}")
     if name is None:
         raise errors.InvalidRequest("name: is required")
     if category_id is None:
@@ -87,7 +104,7 @@ def validate(members: dict[str, msgspec.Raw]) -> NewPet:
 
 def _name(raw: bytes) -> str:
     value = msgspec.json.decode(raw) if raw[:1] == b'"' else None
-    if not isinstance(value, str) or not 1 <= len(value) <= 100:
+    if not isinstance(value, str) or not NAME_MIN_LENGTH <= len(value) <= NAME_MAX_LENGTH:
         raise errors.InvalidRequest(_NAME_TYPE)
     problem = name_problem(value)
     if problem is not None:
@@ -97,7 +114,7 @@ def _name(raw: bytes) -> str:
 
 def _category_id(raw: bytes) -> int:
     value = whole_number(raw)
-    if value is None or not 1 <= value <= INT64_MAX:
+    if value is None or not CATEGORY_ID_MIN <= value <= CATEGORY_ID_MAX:
         raise errors.InvalidRequest(_CATEGORY)
     return value
 

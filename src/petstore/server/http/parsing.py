@@ -15,8 +15,10 @@ from urllib.parse import parse_qsl
 
 from petstore.schemas import INT64_MAX, PetStatus
 from petstore.server import errors
+from petstore.server.rules.pagination import LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN
 
-LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
+#: The most digits a ``limit`` in range has, leading zeros aside.
+_LIMIT_DIGITS = len(str(LIMIT_MAX))
 #: D16: the longest Idempotency-Key header accepted.
 IDEMPOTENCY_KEY_MAX = 255
 # RFC 8941: a token, or the inside of a string (printable ASCII, \" and \\ escaped).
@@ -60,10 +62,13 @@ def _decimal(raw: str, *, max_digits: int) -> int | None:
 
 
 def parse_limit(raw: str | None) -> int:
-    """``limit`` from the query: a decimal integer 1-100, 20 when absent (D8)."""
+    """``limit`` from the query: a decimal integer from ``LIMIT_MIN`` to ``LIMIT_MAX``
+    (1-100), ``LIMIT_DEFAULT`` (20) when absent: the page size rule of
+    :mod:`petstore.server.rules.pagination` (D8). Raises InvalidRequest naming
+    ``limit`` otherwise."""
     if raw is None:
         return LIMIT_DEFAULT
-    value = None if raw.startswith("-") else _decimal(raw, max_digits=3)
+    value = None if raw.startswith("-") else _decimal(raw, max_digits=_LIMIT_DIGITS)
     if value is None or not LIMIT_MIN <= value <= LIMIT_MAX:
         raise errors.InvalidRequest(
             f"limit: must be an integer from {LIMIT_MIN} to {LIMIT_MAX}, got {raw[:40]!r}"

@@ -55,7 +55,8 @@ class Service:
     ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
     request is a server span, the child of the caller's ``traceparent``. A handler
     still running ``request_timeout`` seconds (> 0) after the request arrived is
-    cancelled and answered 503 ``unavailable`` with ``Retry-After`` (D25)."""
+    cancelled and answered 503 ``unavailable`` with ``Retry-After`` (D25). Access
+    lines go to ``access_log``, the app's own (by default the process's handler)."""
 
     def __init__(
         self,
@@ -66,6 +67,7 @@ class Service:
         trust_forwarded: bool = False,
         tracer: Tracer | None = None,
         request_timeout: float = 10.0,
+        access_log: logs.AccessLog | None = None,
     ) -> None:
         self.router = Router(routes)
         self.tracer = tracer
@@ -73,6 +75,7 @@ class Service:
         self.metrics = metrics
         self.trust_forwarded = trust_forwarded
         self.request_timeout = request_timeout
+        self.access_log = access_log or logs.AccessLog()
         # Answered by the deadline, not a tick after it (D25 bounds the answer).
         self._deadlines = Deadlines(
             seconds=request_timeout, tick=min(0.25, request_timeout / 10), early=True
@@ -131,7 +134,7 @@ class Service:
         self.metrics.record(exchange.label, status, seconds)
         scope = exchange.scope
         client = scope.get("client")
-        logs.access(
+        self.access_log.access(
             request_id=exchange.request_id,
             method=scope["method"],
             route=exchange.route,

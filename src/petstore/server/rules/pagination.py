@@ -1,4 +1,10 @@
-"""listPets pages: signed cursors (D9).
+"""listPets pages: their size (D8) and signed cursors (D9).
+
+A page holds ``LIMIT_MIN`` to ``LIMIT_MAX`` animals, ``LIMIT_DEFAULT`` when the
+request names no ``limit`` (interface: List animals, Limits). The bounds are the
+rule of this module; they are defined in :mod:`petstore.schemas`, beside the wire
+contract, because the client side states them too (``petstore pets list --limit``)
+and may not import the server. The HTTP layer reads them from here.
 
 :class:`Pages` is what listPets asks for a page (:class:`PageSource`): it verifies
 the cursor, reads the page, encodes it and issues the next cursor.
@@ -20,6 +26,9 @@ from typing import Protocol
 
 from lru import LRU
 
+from petstore.schemas import LIMIT_DEFAULT as LIMIT_DEFAULT
+from petstore.schemas import LIMIT_MAX as LIMIT_MAX
+from petstore.schemas import LIMIT_MIN as LIMIT_MIN
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.rules import pets
@@ -28,7 +37,7 @@ from petstore.server.store import Store
 _VERSION = 1
 _PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
 _SIGNATURE_BYTES = 16
-_STATUSES = list(PetStatus)
+_STATUSES = tuple(PetStatus)
 _VERIFIED_MAX = 10_000
 
 
@@ -93,9 +102,9 @@ class PageSource(Protocol):
     async def page(
         self, *, status: PetStatus | None, limit: int, cursor: str | None
     ) -> tuple[bytes, str | None]:
-        """The JSON body of the page of ``limit`` animals (1-100) with ``status`` that
-        follows ``cursor`` (the first page when None), and the cursor of the page
-        after it, None on the last page (D7, D9).
+        """The JSON body of the page of ``limit`` animals (``LIMIT_MIN`` to
+        ``LIMIT_MAX``) with ``status`` that follows ``cursor`` (the first page when
+        None), and the cursor of the page after it, None on the last page (D7, D9).
 
         Raises InvalidRequest for a cursor not issued here or issued for another
         ``status``, and Unavailable when the database cannot be read.

@@ -3,12 +3,20 @@
 ``json`` gives one JSON object per line for log pipelines; ``text`` is for people
 (the default in development). Every line carries the request id of the request
 it belongs to, ``-`` outside requests. No API key or Authorization value is ever
-passed to a logger: requests are logged by their API key *id*.
+passed to a logger: requests are logged by their API key *id*. What a line looks
+like is :mod:`.logformat`'s business.
 
-:func:`access` hands an access line's fields to the handler :func:`configure` set up
-(:class:`~.logstream.BufferedStderr`), whose formatter builds the :class:`AccessLine`;
-where loggers are the caller's (tests, an embedding program) an ordinary LogRecord
-with the same message and fields is logged instead.
+Each app writes its access lines through an :class:`AccessLog` of its own, which
+``create_app`` makes and the app's lifespan closes: closing it ends that app's
+handler and nobody else's. It hands an access line's fields to its handler (a
+:class:`~.logstream.BufferedStderr`), whose formatter builds the :class:`AccessLine`.
+An app built without a handler of its own writes through the one :func:`configure`
+set up for the process, or, where loggers are the caller's (tests, an embedding
+program), logs an ordinary LogRecord with the same message and fields.
+
+The ``petstore`` loggers and their level are the process's (Python's ``logging``
+has one of each): :func:`configure` is called by whoever starts the process (a
+worker's app factory, ``petstore serve``), never by an app's lifespan.
 """
 
 from __future__ import annotations
@@ -16,217 +24,89 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from datetime import UTC, datetime
-from typing import Any
+from typing import BinaryIO
 
-import msgspec
-
-from petstore.server.telemetry.escapes import escape_controls
+from petstore.server.telemetry.logformat import LOGGER as LOGGER
+from petstore.server.telemetry.logformat import REQUEST_FIELDS, AccessFields, access_lines
+from petstore.server.telemetry.logformat import AccessLine as AccessLine
+from petstore.server.telemetry.logformat import JsonFormatter as JsonFormatter
+from petstore.server.telemetry.logformat import TextFormatter as TextFormatter
 from petstore.server.telemetry.logstream import BufferedStderr
 
-#: The logger of access lines.
-LOGGER = "petstore.access"
 access_log = logging.getLogger(LOGGER)
 _service_log = logging.getLogger("petstore")
 
 
-class AccessLine(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The line of one answered request (D18): the one definition of its shape.
+class AccessLog:
+    """Where one app's access lines go (D18): to ``handler``, which then belongs to
+    this app (its :meth:`close` closes it), when the handler's level lets INFO
+    through; without one, to the handler :func:`configure` set up for the process
+    when ``petstore.access`` logs INFO, or as ordinary records on that logger when
+    there is no such handler or the logger has handlers of its own."""
 
-    A JSON line is these fields in this order without the ones that are None, from
-    this Struct or a LogRecord (:class:`JsonFormatter`); a text line shows the same
-    fields. Lines are built by :func:`access_lines` only.
-    """
-
-    time: str
-    level: str
-    logger: str
-    message: str
-    request_id: str
-    method: str
-    route: str | None = None
-    status: int
-    duration_ms: float
-    api_key_id: int | None = None
-    client: str | None = None
-    trace_id: str | None = None
-
-
-#: Attributes a request's log line may carry beyond the message (every record may
-#: carry ``request_id``): :class:`AccessLine`'s fields after ``message``.
-REQUEST_FIELDS = AccessLine.__struct_fields__[AccessLine.__struct_fields__.index("message") + 1 :]
-#: An access line as queued: (epoch seconds, request id, method, route, path, status,
-#: seconds taken, API key id, client, trace id).
-AccessFields = tuple[
-    float, str, str, str | None, str, int, float, int | None, str | None, str | None
-]
-#: The fields a text line shows in its own place (``request_id=`` first, the message).
-_IN_TEXT_MESSAGE = frozenset(("request_id", "method", "route", "status", "duration_ms"))
-_TEXT_TAIL = tuple(field for field in REQUEST_FIELDS if field not in _IN_TEXT_MESSAGE)
-
-
-class JsonFormatter(logging.Formatter):
-    """``{"time", "level", "logger", "message", <request fields>, "error"?}`` per line:
-    :class:`AccessLine`'s fields in its order, those the record has not or are None
-    left out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._encoder = msgspec.json.Encoder()
-        self._stamp: tuple[int, str] = (-1, "")
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for field in REQUEST_FIELDS:
-            value = getattr(record, field, None)
-            if value is not None:
-                entry[field] = value
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return self._encoder.encode(entry).decode()
-
-    def format_access(self, pending: deque[AccessFields]) -> bytes:
-        """Empty ``pending`` into its JSON lines, one object a line."""
-        return self._encoder.encode_lines(access_lines(pending, self._timestamp))
-
-    def _timestamp(self, at: float) -> str:
-        """Epoch seconds ``at`` as :meth:`format` writes a time (UTC, milliseconds),
-        formatted once per millisecond: thousands of access lines a second share each."""
-        ms = int(at * 1000)
-        if ms != self._stamp[0]:
-            seconds, millis = divmod(ms, 1000)
-            now = datetime.fromtimestamp(seconds, UTC).replace(microsecond=millis * 1000)
-            self._stamp = (ms, now.isoformat(timespec="milliseconds"))
-        return self._stamp[1]
-
-
-class TextFormatter(logging.Formatter):
-    """``<time> <level> <logger> request_id=<id> <message>`` and then ``name=value`` for
-    each other request field the record carries (``api_key_id``, ``client``,
-    ``trace_id``), the ones that are None left out; a traceback, if any, on the lines
-    after. The time is local, as ``logging`` writes ``asctime``."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s")
-
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  # logging's name
-        """The line of ``record`` without its traceback, its control characters
-        escaped (:func:`escape_controls`): one record, one line."""
-        return escape_controls(self._tail(super().formatMessage(record), record))
-
-    def format_access(self, pending: deque[AccessFields]) -> bytes:
-        """Empty ``pending`` into its text lines, as :meth:`format` writes a record."""
-        lines = [
-            self._tail(
-                f"{line.time} INFO {line.logger} request_id={line.request_id} {line.message}",
-                line,
-            )
-            for line in access_lines(pending, self._asctime)
-        ]
-        lines.append("")
-        return "\n".join(lines).encode("utf-8", "backslashreplace")
-
-    def _asctime(self, at: float) -> str:
-        seconds = time.strftime(self.default_time_format, time.localtime(at))
-        return f"{seconds},{int(at % 1 * 1000):03d}"
-
-    @staticmethod
-    def _tail(line: str, source: object) -> str:
-        for field in _TEXT_TAIL:
-            value = getattr(source, field, None)
-            if value is not None:
-                line = f"{line} {field}={value}"
-        return line
-
-
-def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLine]:
-    """Empty ``pending`` (oldest first; others may append meanwhile) into its lines,
-    each time written by ``timestamp(epoch_seconds) -> str``. The only place an access
-    line is built, its message included; it takes a whole batch so that the
-    per-request path pays no call for it. The path of an unknown route, which a
-    client chose, is written with its control characters escaped
-    (:func:`escape_controls`), in both formats; a forwarded client address is
-    escaped where it is read (``http.pipeline``)."""
-    logger, lines = LOGGER, []
-    while pending:
-        at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id = (
-            pending.popleft()
+    def __init__(self, handler: BufferedStderr | None = None) -> None:
+        self.handler = handler
+        self._queue = (
+            handler.access if handler is not None and handler.level <= logging.INFO else None
         )
-        ms = seconds * 1000
-        if route is None:
-            path = escape_controls(path)
-        lines.append(
-            AccessLine(
-                time=timestamp(at),
-                level="INFO",
-                logger=logger,
-                message=f"{method} {route or path} {status} {ms:.1f}ms",
-                request_id=request_id,
-                method=method,
-                route=route,
-                status=status,
-                duration_ms=round(ms, 3),
-                api_key_id=api_key_id,
-                client=client,
-                trace_id=trace_id,
-            )
-        )
-    return lines
+
+    def access(
+        self,
+        *,
+        request_id: str,
+        method: str,
+        route: str | None,
+        path: str,
+        status: int,
+        seconds: float,
+        api_key_id: int | None,
+        client: str | None,
+        trace_id: str | None = None,
+    ) -> None:
+        """Log the line of one answered request (D18) at INFO: ``route`` is its
+        template (None for an unknown path, then ``path`` is shown), ``seconds`` its
+        duration, ``trace_id`` its W3C trace id when it has one (D23)."""
+        queue = self._queue
+        if queue is None:
+            if self.handler is not None or not access_log.isEnabledFor(logging.INFO):
+                return
+            handlers = _service_log.handlers
+            if handlers and type(handlers[0]) is BufferedStderr and not access_log.handlers:
+                queue = handlers[0].access
+            else:
+                queue = _access_record
+        at = time.time()
+        queue((at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id))
+
+    def close(self) -> None:
+        """At the app's shutdown: flush this app's handler and stop its flush thread
+        (lines logged later are written at once). Without a handler of its own, only
+        flush the process's: it is not this app's to close."""
+        if self.handler is None:
+            flush()
+        else:
+            self.handler.close()
 
 
-def access(
-    *,
-    request_id: str,
-    method: str,
-    route: str | None,
-    path: str,
-    status: int,
-    seconds: float,
-    api_key_id: int | None,
-    client: str | None,
-    trace_id: str | None = None,
-) -> None:
-    """Log the line of one answered request (D18) on ``petstore.access`` at INFO:
-    ``route`` is its template (None for an unknown path, then ``path`` is shown),
-    ``seconds`` its duration, ``trace_id`` its W3C trace id when it has one (D23)."""
-    if not access_log.isEnabledFor(logging.INFO):
-        return
-    at = time.time()
-    fields = (at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id)
-    handlers = _service_log.handlers
-    if handlers and type(handlers[0]) is BufferedStderr and not access_log.handlers:
-        handlers[0].access(fields)
-        return
-    # Apart, for the common path's sake: with this inline, a call of access() costs
-    # 10% more on Python 3.11 even when it does not get here.
-    _access_record(fields)
+#: The access line of a request served by an app without a handler of its own
+#: (:class:`AccessLog`); the log holds no state.
+access = AccessLog().access
 
 
 def _access_record(fields: AccessFields) -> None:
     """Log the access line of ``fields`` as an ordinary record: its message, and its
-    request fields as the record's attributes."""
+    request fields as the record's attributes. Apart from :meth:`AccessLog.access`
+    for the common path's sake: inline, it made every call of that 10% slower on
+    Python 3.11."""
     (line,) = access_lines(deque((fields,)), lambda at: "")  # the record has its time
     access_log.info(line.message, extra={field: getattr(line, field) for field in REQUEST_FIELDS})
 
 
 def flush() -> None:
-    """Write out every log line still buffered (the access lines of the last half
-    second would otherwise be lost with the worker)."""
+    """Write out every log line still buffered by the process's handler (the access
+    lines of the last half second would otherwise be lost with the worker)."""
     for handler in _service_log.handlers:
         handler.flush()
-
-
-def close() -> None:
-    """At shutdown: flush, and stop the flush thread of the handler :func:`configure`
-    set up (lines logged later are written at once)."""
-    for handler in _service_log.handlers:
-        if isinstance(handler, BufferedStderr):
-            handler.close()
 
 
 class _RequestIdDefault(logging.Filter):
@@ -236,14 +116,28 @@ class _RequestIdDefault(logging.Filter):
         return True
 
 
-def configure(*, level: str, json: bool) -> None:
-    """Send the ``petstore`` loggers to stderr at ``level`` (a logging level name),
-    as JSON lines (:class:`JsonFormatter`) or text (:class:`TextFormatter`); replaces
-    whatever handlers they had, closing them. Raises ValueError for an unknown level."""
+def handler(*, json: bool, level: str = "INFO", stream: BinaryIO | None = None) -> BufferedStderr:
+    """A new handler of log lines at ``level`` or above (a logging level name) to
+    stderr (or ``stream``, kept open by its caller), as JSON lines
+    (:class:`JsonFormatter`) or text (:class:`TextFormatter`), every record given a
+    ``request_id`` (``-`` outside requests). Its flush thread runs until it is
+    closed. Raises ValueError for an unknown level."""
+    made = BufferedStderr(JsonFormatter() if json else TextFormatter(), stream=stream)
+    made.setLevel(level)
+    made.addFilter(_RequestIdDefault())
+    return made
+
+
+def configure(*, level: str, json: bool) -> BufferedStderr:
+    """For the process: send the ``petstore`` loggers to stderr at ``level`` (a
+    logging level name) through a new :func:`handler`, which is returned; replaces
+    whatever handlers they had, closing them. Raises ValueError for an unknown level.
+    Whoever calls it owns the handler: the worker hands it to its one app
+    (``AccessLog(handler)``), whose lifespan closes it."""
     _service_log.setLevel(level)  # first: an unknown level changes nothing
-    handler = BufferedStderr(JsonFormatter() if json else TextFormatter())
-    handler.addFilter(_RequestIdDefault())
-    replaced, _service_log.handlers[:] = _service_log.handlers[:], [handler]
+    made = handler(json=json, level=level)
+    replaced, _service_log.handlers[:] = _service_log.handlers[:], [made]
     _service_log.propagate = False
     for old in replaced:
         old.close()
+    return made

@@ -1,8 +1,9 @@
 """The stderr handler of the ``petstore`` loggers: lines through a buffer, access
-lines in batches, and the one thread that flushes them, stopped by :meth:`close`.
+lines in batches, and the thread that flushes them, stopped by :meth:`close`.
 
-What a line looks like is :mod:`petstore.server.telemetry.logs`' business (its
-formatters); this module only decides when bytes reach file descriptor 2.
+What a line looks like is :mod:`petstore.server.telemetry.logformat`'s business (its
+formatters); this module only decides when bytes reach file descriptor 2 (or the
+stream it was given).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 #: Access lines held before they are encoded together (see :meth:`BufferedStderr.access`).
 ACCESS_BATCH = 256
@@ -28,7 +29,8 @@ class AccessFormatter(Protocol):
 
 
 class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes UTF-8 lines to stderr through a 64 KiB buffer, flushed every
+    """Writes UTF-8 lines to stderr (or to ``stream``, a binary file its caller
+    keeps open and closes) through a 64 KiB buffer, flushed every
     :data:`FLUSH_SECONDS` by a thread of its own and at once for warnings and errors:
     one write per request is a system call saved. :meth:`close` stops the thread
     and flushes; lines written after that go out at once.
@@ -42,8 +44,10 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
     as it comes, +10% served (docs/performance.md).
     """
 
-    def __init__(self, formatter: AccessFormatter) -> None:
-        super().__init__(open(2, "wb", buffering=65536, closefd=False))  # noqa: SIM115
+    def __init__(self, formatter: AccessFormatter, *, stream: BinaryIO | None = None) -> None:
+        if stream is None:
+            stream = open(2, "wb", buffering=65536, closefd=False)  # noqa: SIM115
+        super().__init__(stream)
         self.setFormatter(formatter)  # type: ignore[arg-type]
         self._format_access = formatter.format_access
         # Fields of access lines not yet encoded; deque appends and pops are atomic,
@@ -96,7 +100,7 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
             self.handleError(record)
 
     def access(self, fields: tuple[Any, ...]) -> None:
-        """Queue one access line's fields (see ``logs.AccessFields``)."""
+        """Queue one access line's fields (see ``logformat.AccessFields``)."""
         self._access.append(fields)
         if len(self._access) >= self._batch:
             if self._stopping.is_set():
