@@ -4,8 +4,10 @@ this imports the client side in a fresh interpreter and lists its modules."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 SERVER = {
     "starlette",
@@ -43,3 +45,41 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     }
     assert ours <= client_side, ours - client_side
     assert "petstore.client.clients" in ours  # the probe did load the client
+
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "petstore"
+
+
+def test_every_module_is_at_most_250_lines() -> None:
+    """docs/architecture.md: a module a reader takes in at once."""
+    long = {
+        str(path.relative_to(SRC)): lines
+        for path in SRC.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 250
+    }
+    assert long == {}
+
+
+def test_only_the_clock_reads_the_time_in_the_store_and_the_rules() -> None:
+    """The speed devices, caches and limits take an injected clock, so that their
+    tests move time by hand instead of sleeping (server/clock.py)."""
+    readers = {
+        str(path.relative_to(SRC))
+        for folder in ("server/store", "server/rules")
+        for path in (SRC / folder).rglob("*.py")
+        if re.search(r"\btime\.(monotonic|time|sleep)\b", path.read_text())
+    }
+    assert readers == set()
+    assert re.search(r"\btime\.monotonic\b", (SRC / "server" / "clock.py").read_text())
+
+
+def test_no_statement_of_the_store_is_made_by_replace() -> None:
+    """Each backend's SQL is written out in its own dialect, never derived. (The
+    migrations' runner escapes ``%`` in a database URL for alembic's config file:
+    no statement.)"""
+    derived = [
+        str(path.relative_to(SRC))
+        for path in (SRC / "server" / "store").rglob("*.py")
+        if ".replace(" in path.read_text() and path.name != "migrate.py"
+    ]
+    assert derived == []

@@ -54,9 +54,9 @@ class Service:
     ``trust_forwarded`` the client address and scheme come from the load balancer's
     ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
     request is a server span, the child of the caller's ``traceparent``. A handler
-    still running ``request_timeout`` seconds (> 0) after the request arrived is
-    cancelled and answered 503 ``unavailable`` with ``Retry-After`` (D25). Access
-    lines go to ``access_log``, the app's own (by default the process's handler)."""
+    running ``request_timeout`` seconds (> 0) is cancelled and answered 503
+    ``unavailable`` with ``Retry-After`` (D25); access lines go to the app's
+    ``access_log`` (by default, the process's handler)."""
 
     def __init__(
         self,
@@ -77,9 +77,8 @@ class Service:
         self.request_timeout = request_timeout
         self.access_log = access_log or logs.AccessLog()
         # Answered by the deadline, not a tick after it (D25 bounds the answer).
-        self._deadlines = Deadlines(
-            seconds=request_timeout, tick=min(0.25, request_timeout / 10), early=True
-        )
+        tick = min(0.25, request_timeout / 10)
+        self._deadlines = Deadlines(seconds=request_timeout, tick=tick, early=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

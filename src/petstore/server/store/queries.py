@@ -5,13 +5,10 @@ into values, over the backend's :class:`.driver.Database`.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
-
-import msgspec
+from typing import Any
 
 from petstore.schemas import NewPet, Pet, PetStatus, encode, pet_from_row
 from petstore.server import errors
@@ -24,8 +21,7 @@ from petstore.server.store import (
     require_current_schema,
 )
 from petstore.server.store.driver import Database, Row, Transaction
-
-T = TypeVar("T")
+from petstore.server.store.results import as_json, inserted, new_pet_fields, then
 
 
 class _ClaimLost(Exception):
@@ -66,8 +62,8 @@ class SQLStore:
     def create_pets(self, new_pets: Sequence[NewPet]) -> Awaitable[list[Pet]]:
         """The animals of ``new_pets`` in one statement (``Store.create_pets``); what
         the driver's write hands back, turned into the animals by a callback."""
-        written = self.database.write(self._sql.insert_pets, (_as_json(new_pets),))
-        return _then(written, partial(_inserted, new_pets))
+        written = self.database.write(self._sql.insert_pets, (as_json(new_pets),))
+        return then(written, partial(inserted, new_pets))
 
     async def create_pet_with_key(
         self, new_pet: NewPet, *, claim: IdempotencyClaim
@@ -123,7 +119,7 @@ class SQLStore:
 
     async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
         """Animals by id, one query (``Store.get_pets``)."""
-        rows = await self.database.read(self._sql.get_pets, (_as_json(pet_ids),))
+        rows = await self.database.read(self._sql.get_pets, (as_json(pet_ids),))
         found = {row[0]: pet_from_row(row) for row in rows}
         return [found.get(pet_id) for pet_id in pet_ids]
 
@@ -214,59 +210,3 @@ class SQLStore:
             return None
         rows = await self.database.read(self._sql.schema_revision)
         return str(rows[0][0]) if rows else None
-
-
-def _as_json(values: Sequence[Any]) -> str:
-    """``values`` (NewPets, or ids) as one JSON text parameter."""
-    return msgspec.json.encode(values).decode()
-
-
-def _then(awaitable: Awaitable[list[Row]], into: Callable[[list[Row]], T]) -> Awaitable[T]:
-    """``into`` of what ``awaitable`` gives: for a future, a future settled by its
-    done-callback (no task); for anything else, a coroutine."""
-    if not isinstance(awaitable, asyncio.Future):
-        return _after(awaitable, into)
-    settled: asyncio.Future[T] = awaitable.get_loop().create_future()
-
-    def done(written: asyncio.Future[list[Row]]) -> None:
-        if settled.cancelled():
-            return
-        if written.cancelled():
-            settled.cancel()
-        elif (exc := written.exception()) is not None:
-            settled.set_exception(exc)
-        else:
-            try:
-                settled.set_result(into(written.result()))
-            except Exception as failure:
-                settled.set_exception(failure)
-
-    awaitable.add_done_callback(done)
-    return settled
-
-
-async def _after(awaitable: Awaitable[list[Row]], into: Callable[[list[Row]], T]) -> T:
-    return into(await awaitable)
-
-
-def _inserted(new_pets: Sequence[NewPet], rows: list[Row]) -> list[Pet]:
-    """The animals of ``new_pets``, in order, from the rows their insert returned.
-
-    Neither database promises that ``RETURNING`` lists rows in the order of the
-    ``SELECT`` that fed them, so each row comes back with its content and is matched
-    to a NewPet of the same content; equal NewPets take their ids in ascending order.
-    """
-    if len(new_pets) == 1:  # the usual batch under light load
-        return [Pet(rows[0][0], *new_pet_fields(new_pets[0]))]
-    ids: dict[tuple[Any, ...], list[int]] = {}  # content -> ids, descending
-    for pet_id, *content in sorted(map(tuple, rows), reverse=True):
-        ids.setdefault(tuple(content), []).append(pet_id)
-    return [
-        Pet(ids[new.name, new.category_id, new.status.value].pop(), *new_pet_fields(new))
-        for new in new_pets
-    ]
-
-
-def new_pet_fields(new: NewPet) -> tuple[str, int, PetStatus]:
-    """A NewPet's name, category id and status, as :class:`Pet` takes them after its id."""
-    return new.name, new.category_id, new.status
