@@ -10,11 +10,14 @@ import pytest
 
 from petstore.server import errors
 from petstore.server.http.deadlines import Deadlines
-from petstore.server.http.exchange import BODY_CHECK_SECONDS, BodyReader, Exchange
+from petstore.server.http.exchange import BODY_CHECK_SECONDS, BodyReader, Request, Response
+from petstore.server.http.reading import read_request
+from petstore.server.http.routes import Router
 
 
-def _stalled_exchange(first: bytes) -> Exchange:
-    """An exchange whose body sends ``first`` (of a declared 40 bytes), then stalls."""
+def _stalled_exchange(first: bytes) -> tuple[Request, Response]:
+    """A request whose body sends ``first`` (of a declared 40 bytes), then stalls, and
+    its answer."""
     messages = [{"type": "http.request", "body": first, "more_body": True}]
 
     async def receive() -> dict[str, object]:
@@ -26,15 +29,23 @@ def _stalled_exchange(first: bytes) -> Exchange:
     async def send(message: object) -> None:
         raise AssertionError("nothing is sent while reading")
 
-    scope = {"type": "http", "headers": [(b"content-length", b"40")]}
-    return Exchange(scope, receive, send, "request-id", [])
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/pets",
+        "query_string": b"",
+        "scheme": "http",
+        "headers": [(b"content-length", b"40")],
+    }
+    request = read_request(scope, receive, Router([]), trust_forwarded=False)
+    return request, Response(request, send, [])
 
 
 def test_a_body_read_past_its_deadline_is_invalid_and_the_task_not_left_cancelled() -> None:
     async def main() -> None:
         started = time.monotonic()
         with pytest.raises(errors.InvalidRequest, match=r"did not arrive within 0\.3 s"):
-            await BodyReader(limit=100, within=0.3).read(_stalled_exchange(b"{"))
+            await BodyReader(limit=100, within=0.3).read(*_stalled_exchange(b"{"))
         elapsed = time.monotonic() - started
         assert 0.3 <= elapsed < 0.3 + BODY_CHECK_SECONDS + 0.2
         task = asyncio.current_task()
@@ -50,7 +61,7 @@ def test_a_body_read_cancelled_by_the_server_stays_cancelled() -> None:
     turned into a 400."""
 
     async def main() -> None:
-        reading = asyncio.create_task(BodyReader(limit=100, within=5).read(_stalled_exchange(b"")))
+        reading = asyncio.create_task(BodyReader(limit=100, within=5).read(*_stalled_exchange(b"")))
         await asyncio.sleep(0.05)
         reading.cancel()
         with pytest.raises(asyncio.CancelledError):

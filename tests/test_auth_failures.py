@@ -40,7 +40,7 @@ class Lookups:
         matched = app.router.match("/v1/pets")
         assert matched is not None
         pets_api = matched[0].methods["GET"][0].__self__  # type: ignore[attr-defined]
-        store = pets_api.verifier._store
+        store = pets_api.admission.verifier._store
         found = store.find_api_keys
         self.count = 0
 

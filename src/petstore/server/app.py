@@ -27,12 +27,13 @@ from petstore.server.clock import Clock, Monotonic, monotonic, utc_now
 from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
 from petstore.server.http.docs import DocsPages
-from petstore.server.http.exchange import BodyReader, Exchange
+from petstore.server.http.exchange import BodyReader, Request, Response
 from petstore.server.http.links import link_base
-from petstore.server.http.operations import Admission, Creates, Deprecation, PetsApi
+from petstore.server.http.operations import Creates, Deprecation, PetsApi
 from petstore.server.http.pipeline import Service
 from petstore.server.http.routes import Operation, Route
 from petstore.server.rules import pagination
+from petstore.server.rules.admission import Admission
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.idempotency import TTL, IdempotentCreates
@@ -130,9 +131,9 @@ def create_app(
     )
     docs = DocsPages(settings)
 
-    async def metrics_page(exchange: Exchange) -> None:
+    async def metrics_page(request: Request, response: Response) -> None:
         """Prometheus metrics, no key (keep this path off the public load balancer)."""
-        await exchange.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
+        await response.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
 
     routes = [
         Route(

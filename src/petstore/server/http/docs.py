@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 
 from petstore.server import errors
 from petstore.server.config import Settings
-from petstore.server.http.exchange import Exchange, Header
+from petstore.server.http.exchange import Header, Request, Response
 from petstore.server.rules.pets import SUNSET
 
 HTML = b"text/html; charset=utf-8"
@@ -128,29 +128,27 @@ class DocsPages:
         self._assets = StaticFiles(directory=_swagger_ui_assets())
         self._policy: Header = (b"content-security-policy", docs_policy(settings).encode())
 
-    async def openapi_json(self, exchange: Exchange) -> None:
+    async def openapi_json(self, request: Request, response: Response) -> None:
         """The OpenAPI 3.1 document of this deployment."""
-        await exchange.respond(200, self._document)
+        await response.respond(200, self._document)
 
-    async def docs_page(self, exchange: Exchange) -> None:
+    async def docs_page(self, request: Request, response: Response) -> None:
         """The interactive docs page (Swagger UI, no internet needed), under its own
         Content-Security-Policy instead of the API's ``frame-ancestors 'none'``."""
-        exchange.headers = [
-            header for header in exchange.headers if header[0] != b"content-security-policy"
-        ]
-        await exchange.respond(200, _DOCS_PAGE.encode(), [self._policy], content_type=HTML)
+        response.drop_header(b"content-security-policy")
+        await response.respond(200, _DOCS_PAGE.encode(), [self._policy], content_type=HTML)
 
-    async def docs_init(self, exchange: Exchange) -> None:
+    async def docs_init(self, request: Request, response: Response) -> None:
         """The script that starts Swagger UI on the document."""
-        await exchange.respond(200, _DOCS_INIT.encode(), content_type=JAVASCRIPT)
+        await response.respond(200, _DOCS_INIT.encode(), content_type=JAVASCRIPT)
 
-    async def deprecations(self, exchange: Exchange) -> None:
+    async def deprecations(self, request: Request, response: Response) -> None:
         """What is deprecated, when it goes, and what replaces it (D14)."""
-        await exchange.respond(200, _DEPRECATIONS_PAGE.encode(), content_type=HTML)
+        await response.respond(200, _DEPRECATIONS_PAGE.encode(), content_type=HTML)
 
-    async def assets(self, exchange: Exchange) -> None:
+    async def assets(self, request: Request, response: Response) -> None:
         """The static files of Swagger UI the page loads (:data:`ASSET_FILES`), under
         :data:`ASSETS`; raises NotFound for any other."""
-        if exchange.path_param not in ASSET_FILES:
+        if request.path_param not in ASSET_FILES:
             raise errors.NotFound("no such path; the API lives under /v1 (see /v1/docs)")
-        await exchange.forward(self._assets, mounted_at=ASSETS)
+        await response.forward(self._assets, mounted_at=ASSETS)

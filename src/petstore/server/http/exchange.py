@@ -1,6 +1,6 @@
-"""The HTTP toolkit every endpoint stands on: one request and its answer
-(:class:`Exchange`) and reading a request body within its limits (:class:`BodyReader`,
-D17).
+"""The HTTP toolkit every endpoint stands on: the request as an immutable view
+(:class:`Request`), the answer being built (:class:`Response`), and reading a request
+body within its limits (:class:`BodyReader`, D17).
 
 Plain ASGI, no framework: the request path of the three operations runs a few
 thousand times a second a core, and Starlette's request, response and routing layers
@@ -11,14 +11,18 @@ bytes on the wire; what an operation means lives in :mod:`petstore.server.http.o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from petstore.server import errors
 from petstore.server.http.deadlines import Deadlines
+
+if TYPE_CHECKING:
+    from petstore.server.http.routes import Route
+    from petstore.server.rules.admission import Verdict
 
 Header = tuple[bytes, bytes]
 JSON = b"application/json"
@@ -27,41 +31,82 @@ JSON = b"application/json"
 BODY_CHECK_SECONDS = 0.25
 
 
-@dataclass(slots=True)
-class Exchange:
-    """One request and what its answer carries.
+class Request(NamedTuple):
+    """What a request says, read once by the pipeline and never changed.
 
-    ``headers`` go on whatever response is sent (the service's D18 headers, then
-    what the operation learns on the way, such as the RateLimit fields of D15);
-    ``status`` (0 until the answer starts), ``api_key_id``, ``route`` (the matched
-    template, None for an unknown path), ``label`` (the operation's name, or the
-    template) and ``trace_id`` are what the access log and the metrics report;
-    ``path_param`` is the value of the route template's ``{...}`` part, empty for a
-    template without one; ``body_read`` is False until :class:`BodyReader` starts,
-    None while it reads and True once it has read the whole request body.
+    ``scheme`` and ``client`` (address, port) are the load balancer's ``X-Forwarded-*``
+    values where those are trusted; ``headers`` maps each lower-case name to its first
+    value; ``request_id`` is the client's sane ``X-Request-ID`` or a new one;
+    ``trace_id`` the W3C trace (D23; None without a ``traceparent`` or tracer);
+    ``route`` the matched route (None for an unknown path) and ``path_param`` the value
+    of its template's ``{...}`` part. ``scope`` and ``receive`` are the ASGI ones, for
+    reading the body and for handing the request to a mounted app.
     """
 
+    method: str
+    path: str
+    query: bytes
+    scheme: str
+    client: tuple[str, int] | None
+    headers: Mapping[bytes, bytes]
+    request_id: str
+    trace_id: str | None
+    route: Route | None
+    path_param: str
     scope: Scope
     receive: Receive
-    send: Send
-    request_id: str
-    headers: list[Header]
-    path_param: str = ""
-    status: int = 0
-    api_key_id: int | None = None
-    route: str | None = None
-    label: str = "unmatched"
-    trace_id: str | None = None
-    body_read: bool | None = False
-    _request_headers: dict[bytes, bytes] | None = field(default=None, repr=False)
 
     def header(self, name: bytes) -> str | None:
         """The first value of request header ``name`` (lower-case bytes), latin-1."""
-        if self._request_headers is None:
-            # reversed: the first of repeated headers wins, as in Starlette's Headers
-            self._request_headers = dict(reversed(self.scope["headers"]))
-        value = self._request_headers.get(name)
+        value = self.headers.get(name)
         return None if value is None else value.decode("latin-1")
+
+    def has_body(self) -> bool:
+        """Whether the request says a body follows (RFC 9112 section 6.3)."""
+        headers = self.headers
+        return headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
+
+
+class Response:
+    """The answer being built for ``request``, sent once by :meth:`respond`.
+
+    ``headers`` go on whatever answer is sent (the service's D18 headers, then what the
+    operation learns on the way, such as the RateLimit fields of D15), added with
+    :meth:`add_headers`. ``status`` is 0 until the answer starts; ``api_key_id`` is
+    the caller's key once known (logged, never the key: D13); ``body_read`` is False
+    until :class:`BodyReader` starts, None while it reads and True once it has read
+    the whole request body.
+    """
+
+    __slots__ = ("_request", "_send", "api_key_id", "body_read", "headers", "status")
+
+    def __init__(self, request: Request, send: Send, headers: list[Header]) -> None:
+        self._request = request
+        self._send = send
+        self.headers = headers
+        self.status = 0
+        self.api_key_id: int | None = None
+        self.body_read: bool | None = False
+
+    def admit(self, verdict: Verdict) -> int:
+        """The caller's API key id of ``verdict`` (``rules.admission``), once its key
+        id and RateLimit fields are on this answer, whatever it turns out to be.
+        Raises the verdict's refusal, if any (401, 403, 429)."""
+        api_key_id, headers, refusal = verdict
+        self.api_key_id = api_key_id  # logged by id, never the key (D13)
+        self.headers += headers
+        if refusal is not None:
+            raise refusal
+        assert api_key_id is not None
+        return api_key_id
+
+    def add_headers(self, headers: Iterable[Header]) -> None:
+        """Put ``headers`` on whatever answer is sent."""
+        self.headers += headers
+
+    def drop_header(self, name: bytes) -> None:
+        """Take the header ``name`` (lower-case bytes) off the answer."""
+        self.headers = [header for header in self.headers if header[0] != name]
 
     async def respond(
         self,
@@ -71,7 +116,7 @@ class Exchange:
         *,
         content_type: bytes = JSON,
     ) -> None:
-        """Send the whole response: ``body`` with ``headers`` and the exchange's.
+        """Send the whole answer: ``body`` with ``headers`` and the response's own.
 
         An answer sent before a request body was read whole (401, 413, 415, ...)
         says ``Connection: close``, and the server closes the connection after it
@@ -85,35 +130,30 @@ class Exchange:
             *headers,
             *self.headers,
         ]
-        if not self.body_read and self._has_body():
+        if not self.body_read and self._request.has_body():
             headers.append((b"connection", b"close"))
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": body})
-
-    def _has_body(self) -> bool:
-        """Whether the request says a body follows (RFC 9112 section 6.3)."""
-        length = self.header(b"content-length")
-        return (length is not None and length != "0") or self.header(
-            b"transfer-encoding"
-        ) is not None
+        send = self._send
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def fail(self, error: errors.PetstoreError) -> None:
         """Answer with ``error``'s Error body and headers (:func:`errors.render`)."""
-        status, headers, body = errors.render(error, request_id=self.request_id)
+        status, headers, body = errors.render(error, request_id=self._request.request_id)
         await self.respond(status, body, headers)
 
     async def forward(self, app: ASGIApp, *, mounted_at: str) -> None:
         """Let the ASGI ``app`` (served under the path ``mounted_at``) answer, with the
-        exchange's headers added; an HTTP error it raises gets its Error body."""
+        response's headers added; an HTTP error it raises gets its Error body."""
 
         async def send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.status = message["status"]
                 message["headers"] = [*message.get("headers", ()), *self.headers]
-            await self.send(message)
+            await self._send(message)
 
+        request = self._request
         try:
-            await app({**self.scope, "root_path": mounted_at}, self.receive, send)
+            await app({**request.scope, "root_path": mounted_at}, request.receive, send)
         except HTTPException as exc:
             await self.fail(errors.from_http_status(exc.status_code, exc.headers))
 
@@ -133,8 +173,8 @@ class BodyReader:
         self.within = within
         self._deadlines = Deadlines(seconds=within, tick=BODY_CHECK_SECONDS)
 
-    async def read(self, exchange: Exchange) -> bytes:
-        """The request body of ``exchange``.
+    async def read(self, request: Request, response: Response) -> bytes:
+        """The body of ``request``, whose answer is ``response``.
 
         Raises PayloadTooLarge (413) as soon as it passes ``limit`` bytes (at once
         when ``Content-Length`` says so), and InvalidRequest (400) when it has not
@@ -144,18 +184,18 @@ class BodyReader:
         message is a round trip to the server's I/O thread.
         """
         limit = self.limit
-        declared = exchange.header(b"content-length") or ""
+        declared = request.header(b"content-length") or ""
         expected = int(declared) if declared.isdigit() else None
         if expected is not None and expected > limit:
             raise self._too_large()
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
-        exchange.body_read = None  # being read: a request timeout now is the client's (D17)
+        response.body_read = None  # being read: a request timeout now is the client's (D17)
         chunks, size = [], 0
         message: Message = {"more_body": True}
         try:
             while size != expected and message.get("more_body", False):
-                message = await exchange.receive()
+                message = await request.receive()
                 if message["type"] != "http.request":  # http.disconnect, or broken framing
                     raise errors.InvalidRequest(
                         "body: the request body ended early or is malformed"
@@ -174,7 +214,7 @@ class BodyReader:
             raise
         finally:
             deadlines.forget(task)
-        exchange.body_read = True
+        response.body_read = True
         return b"".join(chunks)
 
     def _too_large(self) -> errors.PayloadTooLarge:

@@ -23,7 +23,7 @@ from lru import LRU
 
 from petstore.schemas import PetStatus
 from petstore.server.config import Environment, Settings
-from petstore.server.http.exchange import Exchange, Header
+from petstore.server.http.exchange import Header, Request
 
 #: The allowed hosts of development when ``PETSTORE_ALLOWED_HOSTS`` is not set.
 DEVELOPMENT_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
@@ -44,11 +44,11 @@ class LinkBase:
         # whatever hosts and ports clients name.
         self._bases: LRU[tuple[str, str], str] = LRU(64)
 
-    def base(self, exchange: Exchange) -> str:
+    def base(self, request: Request) -> str:
         """``scheme://host/`` (or the configured URL's prefix) under which the links
-        of ``exchange``'s answer go; see the module docstring for the rule."""
-        host = exchange.header(b"host") or ""
-        key = (exchange.scope["scheme"], host)
+        of ``request``'s answer go; see the module docstring for the rule."""
+        host = request.header(b"host") or ""
+        key = (request.scheme, host)
         base = self._bases.get(key)
         if base is not None:
             return base

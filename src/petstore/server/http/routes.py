@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from petstore.server.http.exchange import Exchange
+from petstore.server.http.exchange import Request, Response
 
-Handler = Callable[[Exchange], Awaitable[None]]
+#: What answers a request: called with the request and the answer being built.
+Handler = Callable[[Request, Response], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
