@@ -175,6 +175,21 @@ class PostgresNodes:
     def _monitor_answers(self) -> bool:
         return _ask(self.monitor_url, "SELECT 1") is not None
 
+    def monitor_answers(self) -> bool:
+        """Whether the monitor's PostgreSQL answers within a second."""
+        return self._monitor_answers()
+
+    def kill_monitor(self) -> None:
+        """SIGKILL the monitor (its pg_autoctl and PostgreSQL): a lost monitor host."""
+        if self.monitor is not None:
+            self.monitor.kill()
+        self.monitor = None
+
+    def start_monitor(self) -> None:
+        """Start the monitor again; returns once it answers."""
+        self.monitor = self._run("monitor", "monitor")
+        wait_for(self._monitor_answers, what="the pg_auto_failover monitor", seconds=60)
+
     def states(self) -> dict[str, tuple[str, str]]:
         """Each node's (reported, assigned) state as the monitor sees it; raises
         psycopg.Error when the monitor does not answer within 2 s."""
@@ -239,6 +254,16 @@ class PostgresNodes:
             )
         except (OSError, ValueError, IndexError):
             return None
+
+    def streaming_standbys(self, index: int) -> int:
+        """How many standbys node ``index`` streams to now (``pg_stat_replication``),
+        -1 when it does not answer within a second."""
+        row = _ask(
+            self.node_url(index),
+            "SELECT count(*) FROM pg_stat_replication "
+            "WHERE state = 'streaming' AND reply_time > now() - interval '2 s'",
+        )
+        return -1 if row is None else int(row[0])
 
     def daemons(self) -> list[Daemon]:
         """Everything running: the monitor and the nodes that are up."""

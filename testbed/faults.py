@@ -21,7 +21,7 @@ from pathlib import Path
 from testbed.cluster import Cluster
 from testbed.failover import NODES
 from testbed.hosts import Network
-from testbed.processes import kill_group
+from testbed.processes import kill_group, wait_for
 
 #: The kinds that cut links (a partition or lost packets): the short run's set.
 PARTITIONS = (
@@ -41,6 +41,11 @@ KINDS = (
     "rolling restart",
     "Redis restarted",
     "both secondaries cut off and primary lost",
+    "monitor lost",
+    "instance cannot answer the load balancer",
+    "primary cannot hear its secondaries",
+    "slow link between instances and primary",
+    "monitor lost while the primary is lost",
 )
 
 Fault = Callable[[], None]
@@ -59,6 +64,8 @@ def faults(
 
     def whole() -> None:
         net.heal()
+        if pg.monitor is None:
+            pg.start_monitor()
         for index, daemon in enumerate(cluster.instances):
             if daemon is None:
                 cluster.start_instance(index)
@@ -153,12 +160,69 @@ def faults(
         time.sleep(1)
         cluster.start_redis()
 
+    def lose_monitor() -> None:
+        # Serving goes on without the monitor: no failover decision is needed.
+        pg.kill_monitor()
+        wait_for(lambda: not pg.monitor_answers(), what="the monitor gone", seconds=10)
+        time.sleep(30)
+        whole()
+
+    def mute_instance() -> None:
+        # It receives HAProxy's requests and checks but its answers never arrive:
+        # HAProxy must take it out of rotation, and clients retry elsewhere.
+        index = rng.randrange(len(apps))
+        net.cut_one_way(apps[index], ["lb"], hears=True)
+        wait_for(
+            lambda: cluster.lb_states().get(f"i{index + 1}") == "DOWN",
+            what=f"app{index + 1} out of HAProxy's rotation",
+            seconds=15,
+        )
+        time.sleep(hold)
+        whole()
+
+    def deafen_primary() -> None:
+        # Its WAL still leaves, the standbys' acknowledgements never arrive: a
+        # synchronous commit must wait, never be acknowledged on the primary alone.
+        primary = pg.primary()
+        secondaries = [dbs[i] for i in range(NODES) if i != primary]
+        net.cut_one_way(dbs[primary], secondaries, hears=False)
+        wait_for(
+            lambda: pg.streaming_standbys(primary) == 0,
+            what=f"node{primary + 1} deaf to its standbys",
+            seconds=30,
+        )
+        time.sleep(hold)
+        whole()
+
+    def slow_link() -> None:
+        primary = dbs[pg.primary()]
+        net.slow(primary, apps, rate="256kbit")
+        for app in apps:
+            net.slow(app, [primary], rate="256kbit")
+        wait_for(lambda: net.slowed(primary) > 0, what="traffic on the slow link", seconds=20)
+        time.sleep(hold * 2)
+        whole()
+
+    def lose_monitor_and_primary() -> None:
+        # No failover without the monitor: creates wait or fail (503) until it is back
+        # and has promoted a secondary; nothing acknowledged may be lost meanwhile.
+        primary = pg.primary()
+        pg.kill_monitor()
+        wait_for(lambda: not pg.monitor_answers(), what="the monitor gone", seconds=10)
+        pg.kill_node(primary)
+        wait_for(lambda: not pg.writable(primary), what=f"node{primary + 1} gone", seconds=10)
+        time.sleep(hold)
+        pg.start_monitor()
+        pg.wait_for_promotion([i for i in range(NODES) if i != primary], seconds=90)
+        whole()
+
     return dict(
         zip(
             KINDS,
             [cut_instance, isolate_primary, secondary_then_primary, cut_redis, lose_packets,
              pause_instance, pause_primary, lose_node, kill_instance, rolling_restart,
-             restart_redis, both_secondaries_then_primary],
+             restart_redis, both_secondaries_then_primary, lose_monitor, mute_instance,
+             deafen_primary, slow_link, lose_monitor_and_primary],
             strict=True,
         )
     )  # fmt: skip

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import ipaddress
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -212,10 +213,51 @@ class Network(Loopback):
                 self.iptables(name, "-A", "INPUT", "-s", address, *chance, "-j", "DROP")
                 self.iptables(name, "-A", "OUTPUT", "-d", address, *chance, "-j", "DROP")
 
+    def cut_one_way(self, host: str, others: Iterable[str], *, hears: bool) -> None:
+        """Drop one direction only between ``host`` and each of ``others``, by rules in
+        ``host``: with ``hears`` it still receives from them but cannot send to them;
+        without, it sends to them but cannot hear them."""
+        chain, flag = ("OUTPUT", "-d") if hears else ("INPUT", "-s")
+        for other in others:
+            self.iptables(host, "-A", chain, flag, self.addresses[other], "-j", "DROP")
+
+    def slow(self, host: str, others: Iterable[str], *, rate: str) -> None:
+        """Limit what ``host`` sends to each of ``others`` to ``rate`` (``tc``'s
+        notation: ``512kbit``) with a queue of at most 50 ms, past which packets are
+        dropped: a slow link, one way (netem and prio are not in every kernel; htb and
+        a token bucket are)."""
+        # htb: everything else through class 1:1 at full speed, what goes to
+        # ``others`` through 1:3 at ``rate``, into a token bucket with a short queue.
+        self._tc(host, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1")
+        self._tc(host, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1",
+                 "htb", "rate", "10gbit")  # fmt: skip
+        self._tc(host, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:3",
+                 "htb", "rate", rate, "ceil", rate)  # fmt: skip
+        self._tc(host, "qdisc", "add", "dev", "eth0", "parent", "1:3", "handle", "30:",
+                 "tbf", "rate", rate, "burst", "16kb", "latency", "50ms")  # fmt: skip
+        for other in others:
+            self._tc(host, "filter", "add", "dev", "eth0", "protocol", "ip", "parent", "1:0",
+                     "prio", "1", "u32", "match", "ip", "dst", f"{self.addresses[other]}/32",
+                     "flowid", "1:3")  # fmt: skip
+
+    def slowed(self, host: str) -> int:
+        """How many packets went through the slow link of :meth:`slow` at ``host`` so
+        far (0 without one)."""
+        shown = self._tc(host, "-s", "qdisc", "show", "dev", "eth0")
+        _, found, rest = shown.partition("qdisc tbf 30:")
+        sent = re.search(r"Sent \d+ bytes (\d+) pkt", rest) if found else None
+        return 0 if sent is None else int(sent[1])
+
+    def _tc(self, host: str, *args: str) -> str:
+        argv = self.run_in(host, ["tc", *args])
+        return subprocess.run(argv, capture_output=True, check=True, text=True).stdout  # noqa: S603
+
     def heal(self) -> None:
-        """Remove every drop rule of every host."""
+        """Remove every drop rule and slow link of every host."""
         for name in self.names:
             self.iptables(name, "-F")
+            argv = self.run_in(name, ["tc", "qdisc", "del", "dev", "eth0", "root"])
+            subprocess.run(argv, capture_output=True, check=False)  # noqa: S603 - none: fine
 
     @contextmanager
     def entered(self, name: str) -> Iterator[None]:
