@@ -99,3 +99,68 @@ def test_test_hosts_reach_each_other_and_nothing_else() -> None:
     finally:
         assert network.down() == []
     assert hosts.leftovers() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
+def test_a_one_way_cut_and_a_slow_link_act_in_one_direction_and_heal() -> None:
+    """The faults' tools: a host that hears another but cannot send to it (and the
+    reverse), and a slow link that holds what one host sends to another (32 KB at
+    256 kbit/s takes about a second), all gone after heal."""
+    import socket
+    import time
+
+    network = hosts.Network(["a", "b"])
+    network.up()
+    try:
+
+        def arrives(sender: str, receiver: str) -> bool:
+            with network.entered(receiver), socket.socket(type=socket.SOCK_DGRAM) as inbox:
+                inbox.bind((network.addresses[receiver], 5001))
+                inbox.settimeout(0.5)
+                with network.entered(sender), socket.socket(type=socket.SOCK_DGRAM) as out:
+                    try:
+                        out.sendto(b"ping", (network.addresses[receiver], 5001))
+                    except PermissionError:  # dropped on the way out: iptables says so
+                        return False
+                try:
+                    return inbox.recv(16) == b"ping"
+                except TimeoutError:
+                    return False
+
+        def seconds_to_send(size: int) -> float:
+            with network.entered("b"), socket.socket() as server:
+                server.bind((network.addresses["b"], 0))
+                server.listen()
+                with (
+                    network.entered("a"),
+                    socket.create_connection(server.getsockname(), timeout=10) as client,
+                ):
+                    peer, _ = server.accept()
+                    with peer:
+                        started = time.monotonic()
+                        client.sendall(b"x" * size)
+                        received = 0
+                        while received < size:
+                            received += len(peer.recv(65536))
+                        return time.monotonic() - started
+
+        assert arrives("a", "b")
+        assert arrives("b", "a")
+        network.cut_one_way("a", ["b"], hears=True)
+        assert arrives("b", "a")
+        assert not arrives("a", "b")
+        network.heal()
+        network.cut_one_way("a", ["b"], hears=False)
+        assert arrives("a", "b")
+        assert not arrives("b", "a")
+        network.heal()
+        assert seconds_to_send(32_768) < 0.5
+        network.slow("a", ["b"], rate="256kbit")
+        assert seconds_to_send(32_768) > 0.5
+        assert network.slowed("a") > 0
+        network.heal()
+        assert network.slowed("a") == 0
+        assert seconds_to_send(32_768) < 0.5
+    finally:
+        assert network.down() == []
+    assert hosts.leftovers() == []
