@@ -37,7 +37,7 @@ def _stalled_exchange(first: bytes) -> tuple[Request, Response]:
         "scheme": "http",
         "headers": [(b"content-length", b"40")],
     }
-    request = read_request(scope, receive, Router([]), trust_forwarded=False)
+    request, _ = read_request(scope, receive, Router([]), trust_forwarded=False)
     return request, Response(request, send, [])
 
 

@@ -21,7 +21,6 @@ from petstore.server import errors
 from petstore.server.http.deadlines import Deadlines
 
 if TYPE_CHECKING:
-    from petstore.server.http.routes import Route
     from petstore.server.rules.admission import Verdict
 
 Header = tuple[bytes, bytes]
@@ -38,8 +37,8 @@ class Request(NamedTuple):
     values where those are trusted; ``headers`` maps each lower-case name to its first
     value; ``request_id`` is the client's sane ``X-Request-ID`` or a new one;
     ``trace_id`` the W3C trace (D23; None without a ``traceparent`` or tracer);
-    ``route`` the matched route (None for an unknown path) and ``path_param`` the value
-    of its template's ``{...}`` part. ``scope`` and ``receive`` are the ASGI ones, for
+    ``route`` the template of the matched route (None for an unknown path) and
+    ``path_param`` the value of its ``{...}`` part. ``scope`` and ``receive`` are the ASGI ones, for
     reading the body and for handing the request to a mounted app.
     """
 
@@ -51,7 +50,7 @@ class Request(NamedTuple):
     headers: Mapping[bytes, bytes]
     request_id: str
     trace_id: str | None
-    route: Route | None
+    route: str | None
     path_param: str
     scope: Scope
     receive: Receive

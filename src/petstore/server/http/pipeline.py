@@ -96,38 +96,39 @@ class Service:
             return
         started = time.perf_counter()
         self.metrics.started()
-        request = read_request(scope, receive, self.router, trust_forwarded=self.trust_forwarded)
+        request, route = read_request(
+            scope, receive, self.router, trust_forwarded=self.trust_forwarded
+        )
         response = Response(
             request, send, [*SECURITY_HEADERS, (b"x-request-id", request.request_id.encode())]
         )
         if self.tracer is not None:
-            await self._answer_traced(request, response, self.tracer, started)
+            await self._answer_traced(request, route, response, self.tracer, started)
             return
         try:
-            await self._answer(request, response)
+            await self._answer(request, route, response)
         finally:
-            self._account(request, response, time.perf_counter() - started)
+            self._account(request, route, response, time.perf_counter() - started)
 
-    def _account(self, request: Request, response: Response, seconds: float) -> None:
+    def _account(
+        self, request: Request, route: Route | None, response: Response, seconds: float
+    ) -> None:
         """The metrics and the access line of an ended request, answered or not: one
         that never started its answer (the client went away, the server stopped) is
         counted and logged as 499, nginx's "client closed request". Metrics label a
         request by its operation id, else its route's template, else ``unmatched``."""
         status = response.status or CLIENT_CLOSED_REQUEST
-        route = request.route
         if route is None:
-            template = None
             label = "unmatched"
         else:
-            template = route.template
             answer = route.methods.get(request.method)
-            label = template if answer is None else answer[1]
+            label = route.template if answer is None else answer[1]
         self.metrics.record(label, status, seconds)
         client = request.client
         self.access_log.access(
             request_id=request.request_id,
             method=request.method,
-            route=template,
+            route=request.route,
             path=request.path,
             status=status,
             seconds=seconds,
@@ -136,8 +137,8 @@ class Service:
             trace_id=request.trace_id,
         )
 
-    async def _answer(self, request: Request, response: Response) -> None:
-        """Run the handler of ``request``'s route and method (404 without a route, 405
+    async def _answer(self, request: Request, route: Route | None, response: Response) -> None:
+        """Run the handler of ``request``'s ``route`` and method (404 without a route, 405
         without the method); answer whatever error it raised, and 503 when the request
         timeout (D25) cut it short: 400 instead while the request body is still
         arriving (then the client is the slow one, D17).
@@ -148,7 +149,6 @@ class Service:
         task = deadlines.watch()  # ASGI apps are called in a task
         try:
             try:
-                route = request.route
                 if route is None:
                     raise errors.NotFound(self._no_such_path(request.path))
                 answer = route.methods.get(request.method)
@@ -186,7 +186,12 @@ class Service:
         )
 
     async def _answer_traced(
-        self, request: Request, response: Response, tracer: Tracer, started: float
+        self,
+        request: Request,
+        route: Route | None,
+        response: Response,
+        tracer: Tracer,
+        started: float,
     ) -> None:
         """:meth:`_answer` and :meth:`_account` inside the request's server span (D23,
         HTTP semantic conventions), whose trace id the request then carries; the span
@@ -201,18 +206,17 @@ class Service:
         ) as span:
             request = request._replace(trace_id=format(span.get_span_context().trace_id, "032x"))
             try:
-                await self._answer(request, response)
+                await self._answer(request, route, response)
             finally:
                 if span.is_recording():  # else not sampled (OTEL_TRACES_SAMPLER)
-                    route = request.route
                     tracing.describe(
                         span,
                         method=method,
-                        route=None if route is None else route.template,
+                        route=request.route,
                         status=response.status,
                         client=request.client,
                     )
-                self._account(request, response, time.perf_counter() - started)
+                self._account(request, route, response, time.perf_counter() - started)
 
     def _no_such_path(self, path: str) -> str:
         """The 404 message for ``path``; one with a trailing slash names the path

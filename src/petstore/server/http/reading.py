@@ -10,7 +10,7 @@ from random import getrandbits
 from starlette.types import Receive, Scope
 
 from petstore.server.http.exchange import Request
-from petstore.server.http.routes import Router
+from petstore.server.http.routes import Route, Router
 from petstore.server.telemetry import tracing
 from petstore.server.telemetry.escapes import escape_controls
 
@@ -20,13 +20,13 @@ SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
 
 def read_request(
     scope: Scope, receive: Receive, router: Router, *, trust_forwarded: bool
-) -> Request:
-    """The :class:`Request` of the ASGI HTTP ``scope`` and ``receive``.
+) -> tuple[Request, Route | None]:
+    """The :class:`Request` of the ASGI HTTP ``scope`` and ``receive``, and the route
+    of ``router`` that answers it (None for an unknown path).
 
     Its request id is the client's ``X-Request-ID`` when it matches
     :data:`SANE_REQUEST_ID`, else 32 new random hex digits; its trace id is the one
-    of a valid ``traceparent`` (W3C Trace Context, D23), else None; its route is the
-    one of ``router`` that matches the path (None for none). With
+    of a valid ``traceparent`` (W3C Trace Context, D23), else None. With
     ``trust_forwarded``, its client address and scheme are those of the load
     balancer's ``X-Forwarded-For`` (its first address, control characters escaped
     for the log; port 0) and ``X-Forwarded-Proto`` (``http`` or ``https``), the last
@@ -52,7 +52,7 @@ def read_request(
                 client = (escape_controls(address), 0)
     path = scope["path"]
     route, path_param = router.match(path) or (None, "")
-    return Request(
+    request = Request(
         scope["method"],
         path,
         scope["query_string"],
@@ -61,8 +61,9 @@ def read_request(
         headers,
         request_id,
         None if traceparent is None else tracing.trace_id_of(traceparent),
-        route,
+        None if route is None else route.template,
         path_param,
         scope,
         receive,
     )
+    return request, route
