@@ -186,11 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after each fault")
     parser.add_argument(
         "--kinds", default="all",
-        help="all, partitions (those that cut links), or fault kinds separated by commas",
+        help="all, partitions (those that cut links), short (make test's: the partitions "
+        "and the monitor lost with the primary), or fault kinds separated by commas",
     )  # fmt: skip
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
-    named = {"all": chaos_faults.KINDS, "partitions": chaos_faults.PARTITIONS}
+    named = {
+        "all": chaos_faults.KINDS,
+        "partitions": chaos_faults.PARTITIONS,
+        "short": chaos_faults.SHORT_RUN,
+    }
     kinds = list(named.get(args.kinds) or args.kinds.split(","))
     if unknown := set(kinds) - set(chaos_faults.KINDS):
         parser.error(f"unknown fault kinds {sorted(unknown)}; the kinds: {chaos_faults.KINDS}")

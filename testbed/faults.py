@@ -48,6 +48,10 @@ KINDS = (
     "monitor lost while the primary is lost",
 )
 
+#: The short run of ``make test``: the partitions, and the monitor lost with the
+#: primary (D27: what that does is shown by a test).
+SHORT_RUN = (*PARTITIONS, "monitor lost while the primary is lost")
+
 Fault = Callable[[], None]
 
 
