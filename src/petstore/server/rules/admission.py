@@ -56,13 +56,13 @@ class Admission:
         (None when absent), sent from ``client`` (address and port; None when
         unknown), for an operation needing ``scope`` (``keys.READ`` or ``keys.WRITE``).
 
-        Refused, in this order: 429 when ``address`` has failed to authenticate too
-        often; 401 without a valid key; 403 when the key lacks ``scope``; 429 when the
-        request is over its key's rate limit. A 401 or 403 is not counted against the
-        key's budget: neither does any work, and a key's budget is for what it may do.
-        With a rate limiter, every verdict carries ``RateLimit-Policy`` (the service's
-        when no key is known), and a counted one ``RateLimit`` too. Only a failure
-        of the counter store is not an error here: the limiter fails open (D15).
+        Refused, in this order: 429 when the client's address has failed to authenticate
+        too often; 401 without a valid key; 403 when the key lacks ``scope``; 429 when
+        the request is over its key's rate limit. A 401 or 403 is not counted against
+        the key's budget: neither does any work, and a key's budget is for what it may
+        do. With a rate limiter, every verdict carries ``RateLimit-Policy`` (the
+        service's when no key is known), and a counted one ``RateLimit`` too. Only a
+        failure of the counter store is not an error here: the limiter fails open (D15).
         """
         limiter = self.rate_limiter
         service_policy = self._service_policy
