@@ -7,7 +7,6 @@ store. The pipeline that runs them in order is tested over HTTP everywhere else.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any
@@ -107,8 +106,6 @@ def test_a_request_cannot_be_changed() -> None:
     request = read([])
     with pytest.raises(AttributeError):
         request.path = "/v1/other"  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        dataclasses.replace(request, path="/v1/other")  # type: ignore[type-var]
 
 
 def answer(request: Request) -> tuple[Response, list[dict[str, Any]]]:
