@@ -85,6 +85,7 @@ servers:
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
 	command -v pg_autoctl >/dev/null 2>&1 || missing="$$missing postgresql-15-auto-failover pg-auto-failover-cli"; \
+	command -v keepalived >/dev/null 2>&1 || missing="$$missing keepalived"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	[ -z "$$missing" ] || { \

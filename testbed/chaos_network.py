@@ -57,16 +57,21 @@ def run(
     warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
     rng = random.Random(seed)
     print(f"chaos-network seed {seed}: replay with --seed {seed}", file=out, flush=True)
-    cluster = Cluster(root, instances=instances, on_hosts=True, clients=workers)
+    disk_size = "2g" if chaos_faults.DISK_FULL in kinds else None
+    cluster = Cluster(
+        root, instances=instances, on_hosts=True, clients=workers, disk_size=disk_size
+    )
     windows: list[Window] = []
     notes: list[str] = []
+    seen: list[str] = []
     try:
         began = time.monotonic()
         key = cluster.up()
         print(f"Test hosts up in {time.monotonic() - began:.1f} s: {cluster.url}", file=out)
         with cluster.harness():
             with workload.load(cluster, key, workers) as book:
-                broken = _inject(cluster, rng, kinds, duration, hold, settle, windows, notes, out)
+                table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes, seen=seen)
+                broken = _inject(table, rng, kinds, duration, settle, windows, out)
             if not broken:  # every worker has stopped: the final state is final
                 stored = _stored(cluster, key)
                 views = {**node_states(cluster.postgres), "service": stored}
@@ -76,6 +81,8 @@ def run(
             return {"broken": 1}
     finally:
         cluster.down()
+    for line in seen:
+        print(f"  measured: {line}", file=out)
     for note in notes:
         print(f"  broken promise: {note}", file=out)
     counts = report(book.ops, windows, stored, disagreements(views), out=out)
@@ -91,11 +98,10 @@ def _keep_logs(root: Path, out: Any) -> None:
 
 
 def _inject(
-    cluster: Cluster, rng: random.Random, kinds: list[str], duration: float, hold: float,
-    settle: float, windows: list[Window], notes: list[str], out: Any,
+    table: dict[str, chaos_faults.Fault], rng: random.Random, kinds: list[str],
+    duration: float, settle: float, windows: list[Window], out: Any,
 ) -> str:  # fmt: skip
-    """Run the schedule; returns "" or what did not recover."""
-    table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes)
+    """Run the schedule of ``table``'s faults; returns "" or what did not recover."""
     deadline = time.monotonic() + duration
     began = time.monotonic()
     time.sleep(settle)

@@ -7,9 +7,10 @@ three data nodes) and Redis for the shared rate-limit budget, from the files in 
 
 By default every part listens on this namespace's loopback. With ``--hosts`` every
 part runs on a test host of its own (:mod:`testbed.hosts`: one network namespace each,
-joined by a bridge, addresses in one private /24, nothing routed out): ``lb`` (HAProxy),
-``app1``.. (the instances), ``monitor``, ``db1``..``db3``, ``redis``, ``ctl`` (where
-this harness talks from) and ``client1``.. (for callers).
+joined by a bridge, addresses in one private /24, nothing routed out): ``lb1`` and
+``lb2`` (HAProxy and keepalived, :mod:`testbed.balancers`: clients call their virtual
+address), ``app1``.. (the instances), ``monitor``, ``db1``..``db3``, ``redis``, ``ctl``
+(where this harness talks from) and ``client1``.. (for callers).
 
 ``up`` leaves everything running and its state in ``.cluster/`` (``make cluster``);
 ``down`` stops every process it started and checks that none is left, no port is
@@ -19,12 +20,10 @@ taken and no test host remains (``make cluster-down``). :class:`Cluster` is also
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from dotenv import dotenv_values
 
 from testbed import hosts as test_hosts
+from testbed.balancers import Balancers, accepts
 from testbed.failover import NODES, PostgresNodes
 from testbed.processes import (
     Daemon,
@@ -59,7 +59,8 @@ class Cluster:
     ``deploy/<environment>/``, HAProxy on ``port`` (a free port when None). With
     ``on_hosts`` every part runs on a test host of its own (and ``clients`` hosts for
     callers), else on 127.0.0.1. ``overrides`` are instance settings that win over
-    the environment file."""
+    the environment file. With ``disk_size`` (``2g``) each data node's folder is a small
+    disk of its own (:mod:`testbed.disks`)."""
 
     def __init__(
         self,
@@ -71,9 +72,11 @@ class Cluster:
         overrides: dict[str, str] | None = None,
         on_hosts: bool = False,
         clients: int = 1,
+        disk_size: str | None = None,
     ) -> None:
         self.root, self.environment = root, environment
-        names = ["lb", *(f"app{i + 1}" for i in range(instances)), "monitor",
+        balancers = ["lb1", "lb2"] if on_hosts else ["lb"]
+        names = [*balancers, *(f"app{i + 1}" for i in range(instances)), "monitor",
                  *(f"db{i + 1}" for i in range(NODES)), "redis", "ctl",
                  *(f"client{i + 1}" for i in range(clients))]  # fmt: skip
         self.hosts = test_hosts.Network(names) if on_hosts else test_hosts.Loopback(names)
@@ -86,11 +89,15 @@ class Cluster:
             self.lb_port, self.redis_port = port or free_port(), free_port()
             self.instance_ports = [free_port() for _ in range(instances)]
             pg_ports = [free_port() for _ in range(NODES + 1)]
-        self.postgres = PostgresNodes(root, hosts=self.hosts, ports=pg_ports)
+        self.postgres = PostgresNodes(root, hosts=self.hosts, ports=pg_ports, disk_size=disk_size)
         self.overrides = overrides or {}
         self.instances: list[Daemon | None] = [None] * instances
         self.redis: Daemon | None = None
-        self.haproxy: Daemon | None = None
+        self.balancers = Balancers(
+            root, self.hosts, balancers, port=self.lb_port,
+            vip=test_hosts.VIRTUAL_ADDRESS if on_hosts else None,
+            settings=self._settings_file("haproxy.env"),
+        )  # fmt: skip
 
     @property
     def on_hosts(self) -> bool:
@@ -99,9 +106,9 @@ class Cluster:
 
     @property
     def url(self) -> str:
-        """The service's base URL, through HAProxy (reached from a test host, in
-        hosts mode)."""
-        return f"http://{self.hosts.addresses['lb']}:{self.lb_port}/v1"
+        """The service's base URL, through HAProxy (in hosts mode: the load
+        balancers' virtual address, reached from a test host)."""
+        return f"http://{self.balancers.address}:{self.lb_port}/v1"
 
     def harness(self) -> AbstractContextManager[None]:
         """The calling thread in the ``ctl`` host for the block (hosts mode): where
@@ -138,7 +145,8 @@ class Cluster:
         key = self._petstore("keys", "create", "--name", "load", "--rate-limit", "100000/second")
         for index in range(len(self.instances)):
             self.start_instance(index)
-        self._start_haproxy()
+        apps = [self.hosts.addresses[f"app{i + 1}"] for i in range(len(self.instances))]
+        self.balancers.start(list(zip(apps, self.instance_ports, strict=True)))
         self.wait_in_rotation(range(len(self.instances)))
         self.save()
         return key.splitlines()[-1]
@@ -197,7 +205,7 @@ class Cluster:
                 "--bind", address, "--port", str(self.redis_port)]),
             log=self.root / "redis.log",
         )  # fmt: skip
-        wait_for(lambda: _accepts(address, self.redis_port), what="Redis")
+        wait_for(lambda: accepts(address, self.redis_port), what="Redis")
 
     def stop_redis(self) -> None:
         if self.redis is not None:
@@ -228,52 +236,32 @@ class Cluster:
                 daemon.reap(grace=60)
         self.instances[index] = None
 
-    def _start_haproxy(self) -> None:
-        config = self.root / "haproxy.cfg"
-        servers = "".join(
-            f"    server i{i + 1} {self.hosts.addresses[f'app{i + 1}']}:{port}\n"
-            for i, port in enumerate(self.instance_ports)
-        )
-        config.write_text((DEPLOY / "haproxy.cfg").read_text() + servers)
-        env = {**os.environ, **self._settings_file("haproxy.env")}
-        env.update(
-            PETSTORE_LB_BIND=f"{self.hosts.addresses['lb']}:{self.lb_port}",
-            PETSTORE_LB_STATS_SOCKET=str(self.root / "haproxy.sock"),
-            PETSTORE_LB_MAXCONN="2000",  # within this machine's open-files limit
-        )
-        haproxy = program("haproxy", package="haproxy")
-        self.haproxy = Daemon(
-            self.hosts.run_in("lb", [haproxy, "-W", "-db", "-f", str(config)]),
-            log=self.root / "haproxy.log",
-            env=env,
-        )
-        wait_for(lambda: _accepts(self.hosts.addresses["lb"], self.lb_port), what="HAProxy")
-
     def lb_command(self, command: str) -> str:
-        """HAProxy's answer to one runtime-API ``command`` (``show stat``, ``set
-        server petstore/i1 state drain``, ...)."""
-        with socket.socket(socket.AF_UNIX) as api:
-            api.connect(str(self.root / "haproxy.sock"))
-            api.sendall(command.encode() + b"\n")
-            return b"".join(iter(lambda: api.recv(65536), b"")).decode()
+        """The first HAProxy's answer to one runtime-API ``command``
+        (:meth:`Balancers.command`)."""
+        return self.balancers.command(command)
 
-    def lb_states(self) -> dict[str, str]:
-        """Each instance's state in HAProxy's backend (``UP``, ``DOWN``, ``MAINT``...)."""
-        rows = csv.DictReader(self.lb_command("show stat").removeprefix("# ").splitlines())
-        return {row["svname"]: row["status"] for row in rows if row["svname"].startswith("i")}
+    def lb_states(self, balancer: str | None = None) -> dict[str, str]:
+        """Each instance's state in the backend of HAProxy on ``balancer`` (the first
+        by default): ``UP``, ``DOWN``, ``MAINT``..."""
+        return self.balancers.states(balancer)
 
     def wait_in_rotation(self, indexes: range | list[int], *, seconds: float = 30) -> None:
-        """Wait until HAProxy has each of ``indexes`` UP."""
+        """Wait until every running HAProxy has each of ``indexes`` UP."""
         names = [f"i{i + 1}" for i in indexes]
         wait_for(
-            lambda: all(self.lb_states().get(name) == "UP" for name in names),
+            lambda: all(
+                self.lb_states(balancer).get(name) == "UP"
+                for balancer in self.balancers.running()
+                for name in names
+            ),
             what="instances in HAProxy's rotation",
             seconds=seconds,
         )
 
     def daemons(self) -> list[Daemon]:
         """Everything running now."""
-        parts = [self.haproxy, *self.instances, self.redis]
+        parts = [*self.balancers.daemons(), *self.instances, self.redis]
         return [d for d in parts if d is not None] + self.postgres.daemons()
 
     def ports(self) -> list[int]:
@@ -294,8 +282,8 @@ class Cluster:
 
     def down(self) -> None:
         """Stop everything: SIGCONT and SIGTERM to all at once, then up to 10 s for each
-        to end (HAProxy and the instances first, the database last); then remove the
-        test hosts."""
+        to end (HAProxy and the instances first, the database last); then unmount the
+        small disks and remove the test hosts."""
         daemons = self.daemons()
         for daemon in daemons:
             kill_group(daemon.pid, signal.SIGCONT)  # a paused part could not end
@@ -304,15 +292,9 @@ class Cluster:
         for daemon in daemons:
             daemon.reap(deadline - time.monotonic())
         self.instances = [None] * len(self.instances)
-        self.haproxy = self.redis = self.postgres.monitor = None
+        self.balancers.forget()
+        self.redis = self.postgres.monitor = None
         self.postgres.nodes = [None] * NODES
+        for disk in self.postgres.disks:
+            disk.unmount()
         self.hosts.down()
-
-
-def _accepts(address: str, port: int) -> bool:
-    """Whether something accepts TCP connections on ``address``:``port`` within 1 s."""
-    try:
-        with socket.create_connection((address, port), timeout=1):
-            return True
-    except OSError:
-        return False

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from testbed import disks
 from testbed import hosts as test_hosts
 from testbed.cluster import STATE_DIR, STATE_FILE, Cluster
 from testbed.processes import ServerUnavailableError, group_alive, kill_group, listening
@@ -42,6 +43,7 @@ def down(root: Path) -> list[str]:
     left = [f"process group {g}" for g in state["groups"] if group_alive(g)]
     if state.get("hosts"):
         left += [f"namespace {name}" for name in test_hosts.remove_all(kill=True)]
+    left += [f"disk {point}" for point in disks.remove_all()]
     return left + [f"port {p}" for p in state["ports"] if listening(p)]
 
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             # still running; cluster-down leaves nothing, so their processes end too.
             if test_hosts.leftovers():
                 print(f"Removing test hosts: {', '.join(test_hosts.leftovers())}")
-            left = test_hosts.remove_all(kill=True)
+            left = test_hosts.remove_all(kill=True) + disks.remove_all()
             print("No cluster is running (no .cluster/state.json).")
             return 1 if left else 0
         left = down(STATE_DIR)
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     print(
-        f"Petstore ({args.environment}) at {cluster.url}: HAProxy in front of "
+        f"Petstore ({args.environment}) at {cluster.url}: "
+        f"{'two HAProxy hosts (keepalived)' if args.hosts else 'HAProxy'} in front of "
         f"{args.instances} instances, PostgreSQL primary + 2 secondaries, one synchronous "
         f"(pg_auto_failover), Redis. Logs in {STATE_DIR}/."
     )

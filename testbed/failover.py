@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from testbed.disks import SmallDisk
 from testbed.hosts import Hosts
 from testbed.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
@@ -45,16 +46,28 @@ CONNECTION_BOUNDS = (
 class PostgresNodes:
     """The monitor (host ``monitor``) and :data:`NODES` data nodes (hosts ``db1``..)
     under ``root``; ``ports`` are the monitor's then each node's. Nothing runs until
-    :meth:`create`. ``nodes[i]`` is None while node ``i`` is down."""
+    :meth:`create`. ``nodes[i]`` is None while node ``i`` is down. With ``disk_size``
+    (``2g``) each node's folder is a small disk of its own (``disks[i]``)."""
 
-    def __init__(self, root: Path, *, hosts: Hosts, ports: list[int]) -> None:
+    def __init__(
+        self, root: Path, *, hosts: Hosts, ports: list[int], disk_size: str | None = None
+    ) -> None:
         self.root, self.hosts = root, hosts
         self.monitor_port, self.node_ports = ports[0], ports[1 : NODES + 1]
         self.monitor: Daemon | None = None
         self.nodes: list[Daemon | None] = [None] * NODES
+        folders = [root / "pg" / f"disk{i + 1}" for i in range(NODES)]
+        self.disks = [SmallDisk(f, f.name, size=disk_size) for f in folders] if disk_size else []
         self.pg_autoctl = program("pg_autoctl", package=_PACKAGE)
         # Resolved: pg_autoctl looks for PostgreSQL's other programs next to pg_ctl.
         self.pg_ctl = os.path.realpath(program("pg_ctl", package="postgresql"))
+
+    def pgdata(self, name: str) -> Path:
+        """The data directory of ``monitor`` or ``node<N>``; a node's is in a folder
+        of its own (``disk<N>``, where pg_autoctl also keeps its base backups)."""
+        if name == "monitor":
+            return self.root / "pg" / name
+        return self.root / "pg" / f"disk{name.removeprefix('node')}" / name
 
     def address(self, index: int) -> str:
         """Node ``index``'s host address."""
@@ -98,7 +111,7 @@ class PostgresNodes:
             raise ServerUnavailableError(f"pg_autoctl {args[0]} {args[1]}: {result.stderr}")
 
     def _run(self, host: str, name: str) -> Daemon:
-        argv = [self.pg_autoctl, "run", "--pgdata", str(self.root / "pg" / name)]
+        argv = [self.pg_autoctl, "run", "--pgdata", str(self.pgdata(name))]
         return Daemon(
             self.hosts.run_in(host, argv, user=self.hosts.postgres),
             log=self.root / f"{name}.log",
@@ -118,6 +131,13 @@ class PostgresNodes:
         state = self.root / "pg"
         state.mkdir(parents=True)
         give_to_postgres(state)
+        for disk in self.disks:
+            disk.mount()
+        for index in range(NODES):
+            folder = self.pgdata(f"node{index + 1}").parent
+            if not folder.exists():
+                folder.mkdir()
+                give_to_postgres(folder)
         pgdata = state / "monitor"
         address = self.hosts.addresses["monitor"]
         self._autoctl(
@@ -147,12 +167,12 @@ class PostgresNodes:
         self.wait_until_replicated(seconds=120)
         self._autoctl(
             "db1", "set", "formation", "number-sync-standbys", "--pgdata",
-            str(state / "node1"), "1",
+            str(self.pgdata("node1")), "1",
         )  # fmt: skip
 
     def _create_node(self, index: int) -> None:
         name, host = f"node{index + 1}", f"db{index + 1}"
-        pgdata = self.root / "pg" / name
+        pgdata = self.pgdata(name)
         monitor = self.monitor_url.replace("postgres@", "autoctl_node@")
         create = (
             host, "create", "postgres", "--pgdata", str(pgdata),
@@ -249,9 +269,8 @@ class PostgresNodes:
     def postgres_pid(self, index: int) -> int | None:
         """The postmaster's process id of node ``index`` (from postmaster.pid)."""
         try:
-            return int(
-                (self.root / "pg" / f"node{index + 1}" / "postmaster.pid").read_text().split()[0]
-            )
+            pid_file = self.pgdata(f"node{index + 1}") / "postmaster.pid"
+            return int(pid_file.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
 

@@ -19,9 +19,10 @@ from contextlib import suppress
 from pathlib import Path
 
 from testbed.cluster import Cluster
+from testbed.disks import refuses_writes
 from testbed.failover import NODES
 from testbed.hosts import Network
-from testbed.processes import kill_group, wait_for
+from testbed.processes import ServerUnavailableError, kill_group, wait_for
 
 #: The kinds that cut links (a partition or lost packets): the short run's set.
 PARTITIONS = (
@@ -46,7 +47,12 @@ KINDS = (
     "primary cannot hear its secondaries",
     "slow link between instances and primary",
     "monitor lost while the primary is lost",
+    "active load balancer's host lost",
+    "active load balancer paused",
+    "data node's disk full",
 )
+#: The kind that needs each data node's folder on a small disk of its own.
+DISK_FULL = "data node's disk full"
 
 #: The short run of ``make test``: the partitions, and the monitor lost with the
 #: primary (D27: what that does is shown by a test).
@@ -56,18 +62,25 @@ Fault = Callable[[], None]
 
 
 def faults(
-    cluster: Cluster, rng: random.Random, *, hold: float, notes: list[str]
+    cluster: Cluster, rng: random.Random, *, hold: float, notes: list[str], seen: list[str]
 ) -> dict[str, Fault]:
     """Each kind's fault on ``cluster`` (on test hosts), choosing its victim and
     lengths from ``rng``; a partition lasts about ``hold`` seconds. What a fault saw
-    that breaks a promise of the deployment is appended to ``notes``."""
-    net, pg = cluster.hosts, cluster.postgres
+    that breaks a promise of the deployment is appended to ``notes``, what it
+    measured (how long the virtual address took to move) to ``seen``."""
+    net, pg, lbs = cluster.hosts, cluster.postgres, cluster.balancers
     assert isinstance(net, Network)
     apps = [f"app{i + 1}" for i in range(len(cluster.instances))]
     dbs = [f"db{i + 1}" for i in range(NODES)]
 
     def whole() -> None:
+        lost = [name for name in lbs.names if lbs.haproxy[name] is None]
+        for name in lost:  # what its killed keepalived left, gone before the link is back
+            lbs.release(name)
         net.heal()
+        for name in lost:
+            lbs.start_one(name)
+        wait_for(lambda: len(lbs.holders()) == 1, what="one load balancer with the address")
         if pg.monitor is None:
             pg.start_monitor()
         for index, daemon in enumerate(cluster.instances):
@@ -175,9 +188,12 @@ def faults(
         # It receives HAProxy's requests and checks but its answers never arrive:
         # HAProxy must take it out of rotation, and clients retry elsewhere.
         index = rng.randrange(len(apps))
-        net.cut_one_way(apps[index], ["lb"], hears=True)
+        net.cut_one_way(apps[index], cluster.balancers.names, hears=True)
         wait_for(
-            lambda: cluster.lb_states().get(f"i{index + 1}") == "DOWN",
+            lambda: all(
+                cluster.lb_states(lb).get(f"i{index + 1}") == "DOWN"
+                for lb in cluster.balancers.running()
+            ),
             what=f"app{index + 1} out of HAProxy's rotation",
             seconds=15,
         )
@@ -220,13 +236,61 @@ def faults(
         pg.wait_for_promotion([i for i in range(NODES) if i != primary], seconds=90)
         whole()
 
+    def move_address(stop: Callable[[str], None]) -> str:
+        """Stop the host holding the virtual address with ``stop`` and wait until the
+        other holds it too; returns the stopped host."""
+        (active,) = lbs.holders()
+        other = next(name for name in lbs.names if name != active)
+        began = time.monotonic()
+        stop(active)
+        wait_for(lambda: other in lbs.holders(), what=f"the address on {other}", seconds=15)
+        seen.append(f"the address moved from {active} to {other} in "
+                    f"{time.monotonic() - began:.1f} s")  # fmt: skip
+        return active
+
+    def lose_balancer() -> None:
+        # Its HAProxy and keepalived killed, its link down: the other keepalived
+        # hears no advert for 3 s and takes the address.
+        def lose(name: str) -> None:
+            lbs.lose(name)
+            net.unplug(name)
+
+        move_address(lose)
+        time.sleep(hold)
+        whole()
+
+    def pause_balancer() -> None:
+        # Its kernel still holds the address, its processes are silent; when they
+        # resume the higher priority takes the address back (a second move).
+        paused = move_address(lambda name: lbs.pause(name, signal.SIGSTOP))
+        time.sleep(hold)
+        lbs.pause(paused, signal.SIGCONT)
+        whole()
+
+    def fill_disk() -> None:
+        # The primary's: a create that needs a new page fails there (503, nothing
+        # acknowledged); one that fits a page already allocated (space freed by
+        # aborted ones) still succeeds. Writes come back once the space does.
+        index = pg.primary()
+        disk = pg.disks[index]
+        disk.fill()
+        if not refuses_writes(pg.node_url(index)):
+            raise ServerUnavailableError(f"node{index + 1} still writes with its disk full")
+        end = time.monotonic() + hold * 2
+        while time.monotonic() < end:  # what PostgreSQL frees is taken at once too
+            time.sleep(0.01)
+            disk.fill()
+        disk.empty()
+        whole()
+
     return dict(
         zip(
             KINDS,
             [cut_instance, isolate_primary, secondary_then_primary, cut_redis, lose_packets,
              pause_instance, pause_primary, lose_node, kill_instance, rolling_restart,
              restart_redis, both_secondaries_then_primary, lose_monitor, mute_instance,
-             deafen_primary, slow_link, lose_monitor_and_primary],
+             deafen_primary, slow_link, lose_monitor_and_primary, lose_balancer,
+             pause_balancer, fill_disk],
             strict=True,
         )
     )  # fmt: skip

@@ -11,8 +11,9 @@ every namespace (its links and its processes' sockets go with it).
 Faults are iptables rules inside a host (the filter table's INPUT and OUTPUT):
 :meth:`Network.cut` drops every packet between two groups of hosts, with
 ``probability`` below 1 a random share of them (``-m statistic --mode random``);
-:meth:`Network.heal` flushes every host's rules. Needs root (``ip netns``) and
-Debian's iproute2 and iptables.
+:meth:`Network.slow` limits a link's rate (``tc``); :meth:`Network.unplug` takes a
+host's link down; :meth:`Network.heal` undoes all of them on every host. Needs root
+(``ip netns``) and Debian's iproute2 and iptables.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from testbed.processes import ServerUnavailableError, postgres_user
 PREFIX = "pst-"
 #: The test hosts' addresses: .1 is the switch's own, hosts from .10 on.
 SUBNET = ipaddress.ip_network("10.213.24.0/24")
+#: The load balancers' virtual address (keepalived's, :mod:`testbed.balancers`):
+#: never a host's own.
+VIRTUAL_ADDRESS = str(SUBNET.network_address + 250)
 _SWITCH = f"{PREFIX}switch"
 _CLONE_NEWNET = 0x40000000
 _NETNS_DIR = Path("/run/netns")
@@ -152,6 +156,7 @@ class Network(Loopback):
     ``pst-<name>`` with one address of :data:`SUBNET`; nothing exists until :meth:`up`."""
 
     cidr = str(SUBNET)
+    prefix = SUBNET.prefixlen
 
     def __init__(self, names: Iterable[str]) -> None:
         super().__init__(names)
@@ -252,12 +257,18 @@ class Network(Loopback):
         argv = self.run_in(host, ["tc", *args])
         return subprocess.run(argv, capture_output=True, check=True, text=True).stdout  # noqa: S603
 
+    def unplug(self, name: str) -> None:
+        """Take host ``name``'s link down: it sends and receives nothing, ARP
+        included (a lost machine, whatever its processes still hold)."""
+        _ip("-n", self.namespace(name), "link", "set", "eth0", "down")
+
     def heal(self) -> None:
-        """Remove every drop rule and slow link of every host."""
+        """Remove every drop rule and slow link of every host, and plug every link in."""
         for name in self.names:
             self.iptables(name, "-F")
             argv = self.run_in(name, ["tc", "qdisc", "del", "dev", "eth0", "root"])
             subprocess.run(argv, capture_output=True, check=False)  # noqa: S603 - none: fine
+            _ip("-n", self.namespace(name), "link", "set", "eth0", "up")
 
     @contextmanager
     def entered(self, name: str) -> Iterator[None]:

@@ -166,3 +166,53 @@ def test_a_one_way_cut_and_a_slow_link_act_in_one_direction_and_heal() -> None:
     finally:
         assert network.down() == []
     assert hosts.leftovers() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
+def test_the_virtual_address_moves_when_the_active_load_balancer_is_lost(root: Path) -> None:
+    """D27: two HAProxy hosts with keepalived (deploy/keepalived/) hold one address;
+    when the one holding it is lost (its processes killed, its link down) the other
+    answers on it within 5 s, and the lost one, back, does not take it again."""
+    import time
+
+    import httpx
+
+    from testbed.balancers import Balancers
+    from testbed.processes import wait_for
+
+    network = hosts.Network(["lb1", "lb2", "client"])
+    network.up()
+    balancers = Balancers(
+        root, network, ["lb1", "lb2"], port=8080, vip=hosts.VIRTUAL_ADDRESS, settings={}
+    )
+    url = f"http://{hosts.VIRTUAL_ADDRESS}:8080/v1/pets"
+
+    def answers() -> bool:  # HAProxy's own 503: it has no instance here
+        try:
+            return httpx.get(url, timeout=0.5).json()["code"] == "unavailable"
+        except httpx.HTTPError:
+            return False
+
+    try:
+        with network.entered("client"):
+            balancers.start([])
+            wait_for(lambda: len(balancers.holders()) == 1, what="one holder", seconds=10)
+            (active,) = balancers.holders()
+            other = "lb2" if active == "lb1" else "lb1"
+            assert answers()
+            lost = time.monotonic()
+            balancers.lose(active)
+            network.unplug(active)
+            wait_for(answers, what="an answer on the address", seconds=15)
+            assert time.monotonic() - lost < 5
+            assert other in balancers.holders()
+            balancers.release(active)
+            network.heal()
+            balancers.start_one(active)
+            time.sleep(4)  # longer than an election: nopreempt keeps it where it is
+            assert balancers.holders() == [other]
+            assert answers()
+    finally:
+        for daemon in balancers.daemons():
+            daemon.kill()
+        assert network.down() == []

@@ -1,0 +1,175 @@
+"""The load balancers of a :class:`~testbed.cluster.Cluster`: HAProxy with
+deploy/haproxy.cfg on one host (loopback mode, ``lb``), or on two test hosts (``lb1``,
+``lb2``) with keepalived (deploy/keepalived/) on each holding the one virtual address
+that clients call (D27: no single point of failure). VRRP (RFC 5798) moves that
+address to the other host when the active one's HAProxy stops answering or its
+keepalived falls silent.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+from testbed.hosts import Loopback, Network
+from testbed.processes import Daemon, kill_group, program, wait_for
+
+#: The operator's files: haproxy.cfg and keepalived/.
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+#: keepalived's priority per host: the first wins the first election.
+PRIORITIES = (150, 100)
+
+
+class Balancers:
+    """HAProxy on each of ``names`` (hosts of ``hosts``), listening on ``port``,
+    sending to ``servers`` (address, port: one ``server`` line each, named ``i1``..);
+    with ``vip`` (an address of the hosts' network) keepalived on each keeps it on
+    one of them. ``root`` holds the configurations, sockets and logs."""
+
+    def __init__(
+        self, root: Path, hosts: Loopback, names: list[str], *, port: int, vip: str | None,
+        settings: dict[str, str],
+    ) -> None:  # fmt: skip
+        self.root, self.hosts, self.names, self.port, self.vip = root, hosts, names, port, vip
+        self.settings = settings
+        self.servers: list[tuple[str, int]] = []
+        self.haproxy: dict[str, Daemon | None] = dict.fromkeys(names)
+        self.keepalived: dict[str, Daemon | None] = dict.fromkeys(names)
+
+    @property
+    def address(self) -> str:
+        """The address clients call: the virtual one, or the only HAProxy's."""
+        return self.vip or self.hosts.addresses[self.names[0]]
+
+    def start(self, servers: list[tuple[str, int]]) -> None:
+        """Start HAProxy (and keepalived) on every host; returns once the address
+        clients call accepts connections."""
+        self.servers = servers
+        for name in self.names:
+            self.start_one(name)
+        wait_for(lambda: accepts(self.address, self.port), what="the load balancers' address")
+
+    def start_one(self, name: str) -> None:
+        """Start HAProxy on host ``name``, then its keepalived (with a virtual
+        address); returns once that HAProxy accepts connections."""
+        config = self.root / f"haproxy-{name}.cfg"
+        lines = [f"    server i{n} {at}:{port}\n" for n, (at, port) in enumerate(self.servers, 1)]
+        config.write_text((DEPLOY / "haproxy.cfg").read_text() + "".join(lines))
+        own = self.hosts.addresses[name]
+        env = {**os.environ, **self.settings}
+        env.update(
+            # With a virtual address: every address of the host, the virtual one too.
+            PETSTORE_LB_BIND=f"{'' if self.vip else own}:{self.port}",
+            PETSTORE_LB_STATS_SOCKET=str(self.socket(name)),
+            PETSTORE_LB_MAXCONN="2000",  # within this machine's open-files limit
+        )
+        self.haproxy[name] = Daemon(
+            self.hosts.run_in(name, [program("haproxy", package="haproxy"), "-W", "-db", "-f",
+                                     str(config)]),
+            log=self.root / f"haproxy-{name}.log",
+            env=env,
+        )  # fmt: skip
+        wait_for(lambda: accepts(own, self.port), what=f"HAProxy on {name}")
+        if self.vip is not None:
+            self._start_keepalived(name)
+
+    def _start_keepalived(self, name: str) -> None:
+        """keepalived on ``name`` with deploy/keepalived/keepalived.conf, its
+        variables written in a file of this host's that includes it."""
+        assert self.vip is not None
+        config = self.root / f"keepalived-{name}.conf"
+        values = {
+            "ADDRESS": self.hosts.addresses[name], "PORT": str(self.port),
+            "VIP": f"{self.vip}/{Network.prefix}", "INTERFACE": "eth0",
+            "PRIORITY": str(PRIORITIES[self.names.index(name)]),
+            "CHECK": str(DEPLOY / "keepalived" / "haproxy-answers"),
+        }  # fmt: skip
+        lines = [f"$PETSTORE_LB_{key}={value}\n" for key, value in values.items()]
+        include = f"include {DEPLOY / 'keepalived' / 'keepalived.conf'}\n"
+        config.write_text("".join([*lines, include]))
+        keepalived = program("keepalived", package="keepalived")
+        self.keepalived[name] = Daemon(
+            self.hosts.run_in(name, [
+                keepalived, "--dont-fork", "--log-console", "--no-syslog", "--vrrp",
+                "--use-file", str(config), "--pid", str(self.root / f"keepalived-{name}.pid"),
+                "--vrrp_pid", str(self.root / f"keepalived-vrrp-{name}.pid")]),
+            log=self.root / f"keepalived-{name}.log",
+        )  # fmt: skip
+
+    def socket(self, name: str) -> Path:
+        """HAProxy's runtime API socket on host ``name``."""
+        return self.root / f"haproxy-{name}.sock"
+
+    def command(self, command: str, name: str | None = None) -> str:
+        """HAProxy's answer to one runtime-API ``command`` (``show stat``, ``set
+        server petstore/i1 state drain``...) on host ``name`` (the first by default)."""
+        with socket.socket(socket.AF_UNIX) as api:
+            api.connect(str(self.socket(name or self.names[0])))
+            api.sendall(command.encode() + b"\n")
+            return b"".join(iter(lambda: api.recv(65536), b"")).decode()
+
+    def states(self, name: str | None = None) -> dict[str, str]:
+        """Each instance's state in the backend of HAProxy on ``name`` (the first by
+        default): ``UP``, ``DOWN``, ``MAINT``..."""
+        rows = csv.DictReader(self.command("show stat", name).removeprefix("# ").splitlines())
+        return {row["svname"]: row["status"] for row in rows if row["svname"].startswith("i")}
+
+    def running(self) -> list[str]:
+        """The hosts whose HAProxy runs."""
+        return [name for name, daemon in self.haproxy.items() if daemon is not None]
+
+    def holders(self) -> list[str]:
+        """The hosts whose interface has the virtual address now: one when all is
+        well (a paused or unplugged host keeps it on its interface, unheard)."""
+        held = []
+        for name in self.names if self.vip else []:
+            shown = subprocess.run(  # noqa: S603
+                self.hosts.run_in(name, ["ip", "-o", "-4", "addr", "show", "dev", "eth0"]),
+                capture_output=True, text=True, check=False,
+            ).stdout  # fmt: skip
+            if f" {self.vip}/" in shown:
+                held.append(name)
+        return held
+
+    def lose(self, name: str) -> None:
+        """SIGKILL HAProxy and keepalived on ``name`` (what a lost host leaves: the
+        address stays on its interface until the host is cut)."""
+        for daemons in (self.keepalived, self.haproxy):
+            daemon = daemons[name]
+            if daemon is not None:
+                daemon.kill()
+            daemons[name] = None
+
+    def pause(self, name: str, signum: int) -> None:
+        """``signum`` (SIGSTOP, SIGCONT) to HAProxy and keepalived on ``name``."""
+        for daemon in (self.haproxy[name], self.keepalived[name]):
+            if daemon is not None:
+                kill_group(daemon.pid, signum)
+
+    def release(self, name: str) -> None:
+        """Remove the virtual address from ``name``'s interface (what a lost host's
+        keepalived left), before it starts again."""
+        argv = ["ip", "addr", "del", f"{self.vip}/{Network.prefix}", "dev", "eth0"]
+        subprocess.run(self.hosts.run_in(name, argv), capture_output=True, check=False)  # noqa: S603
+
+    def daemons(self) -> list[Daemon]:
+        """Every HAProxy and keepalived running now."""
+        parts = [*self.keepalived.values(), *self.haproxy.values()]
+        return [daemon for daemon in parts if daemon is not None]
+
+    def forget(self) -> None:
+        """Forget every process (after they were stopped)."""
+        self.haproxy = dict.fromkeys(self.names)
+        self.keepalived = dict.fromkeys(self.names)
+
+
+def accepts(address: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``address``:``port`` within 1 s."""
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False
