@@ -38,7 +38,7 @@ from types import FrameType
 from typing import Any
 
 from testbed import faults as chaos_faults
-from testbed import workload
+from testbed import limit_probe, workload
 from testbed.availability import availability, table
 from testbed.chaos import RETRIES, TIMEOUT, client
 from testbed.cluster import Cluster
@@ -59,18 +59,21 @@ def run(
     print(f"chaos-network seed {seed}: replay with --seed {seed}", file=out, flush=True)
     disk_size = "2g" if chaos_faults.DISK_FULL in kinds else None
     cluster = Cluster(
-        root, instances=instances, on_hosts=True, clients=workers, disk_size=disk_size
-    )
+        root, instances=instances, on_hosts=True, clients=workers + 1, disk_size=disk_size
+    )  # the last client host is the rate-limit probe's
     windows: list[Window] = []
-    notes: list[str] = []
-    seen: list[str] = []
+    notes = chaos_faults.Notes()
     try:
         began = time.monotonic()
         key = cluster.up()
+        probe_key = cluster.create_key("probe", f"{limit_probe.LIMIT}/second")
         print(f"Test hosts up in {time.monotonic() - began:.1f} s: {cluster.url}", file=out)
         with cluster.harness():
-            with workload.load(cluster, key, workers) as book:
-                table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes, seen=seen)
+            with (
+                workload.load(cluster, key, workers) as book,
+                limit_probe.probing(cluster, probe_key, f"client{workers + 1}") as answers,
+            ):
+                table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes)
                 broken = _inject(table, rng, kinds, duration, settle, windows, out)
             if not broken:  # every worker has stopped: the final state is final
                 stored = _stored(cluster, key)
@@ -81,12 +84,13 @@ def run(
             return {"broken": 1}
     finally:
         cluster.down()
-    for line in seen:
+    for line in notes.measured:
         print(f"  measured: {line}", file=out)
-    for note in notes:
+    for note in notes.broken:
         print(f"  broken promise: {note}", file=out)
-    counts = report(book.ops, windows, stored, disagreements(views), out=out)
-    return {**counts, "broken": len(notes)}
+    limits = limit_probe.judge(answers, notes.redis_back)
+    counts = report(book.ops, windows, stored, disagreements(views), limits, out=out)
+    return {**counts, "broken": len(notes.broken)}
 
 
 def _keep_logs(root: Path, out: Any) -> None:
@@ -128,12 +132,14 @@ def _stored(cluster: Cluster, key: str) -> list[Pet]:
 
 def report(
     ops: list[Op], windows: list[Window], stored: list[Pet], differ: list[str],
-    *, out: Any = sys.stdout,
+    limits: limit_probe.Judgement, *, out: Any = sys.stdout,
 ) -> dict[str, int]:  # fmt: skip
     """Print the availability table, the anomalies found (``differ``: how the data
-    nodes' and the service's views of the final state differ) and the last line;
-    returns the counts (``operations``, ``acknowledged``, ``faults``, ``kinds``,
-    ``nodes_differ``, then the checker's, :meth:`testbed.history.Verdict.counts`)."""
+    nodes' and the service's views of the final state differ), what the rate-limit
+    probe saw (``limits``) and the last line; returns the counts (``operations``,
+    ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``, ``over_limit``,
+    ``late_limit``, ``failing_open``, then the checker's,
+    :meth:`testbed.history.Verdict.counts`)."""
     verdict = check(ops, stored)
     budget = (RETRIES + 1) * TIMEOUT
     print("", *table(availability(ops, windows)), sep="\n", file=out)
@@ -158,6 +164,14 @@ def report(
     )
     for line in differ:
         print(f"  nodes differ: {line}", file=out)
+    print(
+        f"  rate limit ({limit_probe.LIMIT}/second, one key): {limits.calls} calls, "
+        f"{limits.over_limit} over twice the limit in a second, {limits.failing_open} "
+        f"answered failing open over {limits.open_seconds:.1f} s, counted again at most "
+        f"{limits.longest_return:.1f} s after Redis returned ({limits.late_returns} later "
+        f"than {limit_probe.BOUND:.0f} s)",
+        file=out,
+    )
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
     faults = [w for w in windows if w.kind != "no fault (baseline)"]
     print(
@@ -172,7 +186,9 @@ def report(
     )
     return {
         "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
-        "kinds": len({w.kind for w in faults}), "nodes_differ": len(differ), **counts,
+        "kinds": len({w.kind for w in faults}), "nodes_differ": len(differ),
+        "over_limit": limits.over_limit, "late_limit": limits.late_returns,
+        "failing_open": limits.failing_open, **counts,
     }  # fmt: skip
 
 
@@ -222,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bad = (
         "lost", "duplicated", "stale", "skipped", "phantom", "stored_after_error", "reused",
-        "not_increasing", "failed", "nodes_differ", "broken",
+        "not_increasing", "failed", "nodes_differ", "broken", "over_limit", "late_limit",
     )  # fmt: skip
     return 1 if any(counts[name] for name in bad) else 0
 

@@ -30,6 +30,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+import httpx
 from dotenv import dotenv_values
 
 from testbed import hosts as test_hosts
@@ -93,6 +94,7 @@ class Cluster:
         self.overrides = overrides or {}
         self.instances: list[Daemon | None] = [None] * instances
         self.redis: Daemon | None = None
+        self.redis_password = secrets.token_urlsafe(24)
         self.balancers = Balancers(
             root, self.hosts, balancers, port=self.lb_port,
             vip=test_hosts.VIRTUAL_ADDRESS if on_hosts else None,
@@ -142,14 +144,21 @@ class Cluster:
         self.postgres.create()
         self._write_secrets()
         self._petstore("db", "upgrade")
-        key = self._petstore("keys", "create", "--name", "load", "--rate-limit", "100000/second")
+        key = self.create_key("load", "100000/second")
         for index in range(len(self.instances)):
             self.start_instance(index)
         apps = [self.hosts.addresses[f"app{i + 1}"] for i in range(len(self.instances))]
         self.balancers.start(list(zip(apps, self.instance_ports, strict=True)))
         self.wait_in_rotation(range(len(self.instances)))
+        wait_for(self.counting_in_redis, what="every instance counting in Redis", seconds=10)
         self.save()
-        return key.splitlines()[-1]
+        return key
+
+    def create_key(self, name: str, rate_limit: str) -> str:
+        """A new API key named ``name`` with its own ``rate_limit`` (D22, ``limits``'s
+        notation: ``20/second``); returns the key."""
+        created = self._petstore("keys", "create", "--name", name, "--rate-limit", rate_limit)
+        return created.splitlines()[-1]
 
     def _write_secrets(self) -> None:
         folder = self.root / "secrets"
@@ -157,7 +166,11 @@ class Cluster:
         for name, value in (
             ("petstore_cursor_secret", secrets.token_urlsafe(32)),
             ("petstore_database_url", self.postgres.url),
-            ("petstore_redis_url", f"redis://{self.hosts.addresses['redis']}:{self.redis_port}/0"),
+            (
+                "petstore_redis_url",
+                f"redis://:{self.redis_password}@"
+                f"{self.hosts.addresses['redis']}:{self.redis_port}/0",
+            ),
         ):
             (folder / name).write_text(value + "\n")
             (folder / name).chmod(0o600)
@@ -196,13 +209,16 @@ class Cluster:
         return result.stdout.strip()
 
     def start_redis(self) -> None:
-        """Start Redis on its port with deploy/redis/redis.conf (nothing on disk)."""
+        """Start Redis on its port with deploy/redis/redis.conf (nothing on disk) and
+        a password, as in production: in protected mode Redis refuses every client
+        from another host until one is set."""
         address = self.hosts.addresses["redis"]
         self.redis = Daemon(
             self.hosts.run_in("redis", [
                 program("redis-server", package="redis-server"),
                 str(DEPLOY / "redis" / "redis.conf"),
-                "--bind", address, "--port", str(self.redis_port)]),
+                "--bind", address, "--port", str(self.redis_port),
+                "--requirepass", self.redis_password]),
             log=self.root / "redis.log",
         )  # fmt: skip
         wait_for(lambda: accepts(address, self.redis_port), what="Redis")
@@ -211,6 +227,20 @@ class Cluster:
         if self.redis is not None:
             self.redis.stop()
             self.redis = None
+
+    def counting_in_redis(self) -> bool:
+        """Whether every instance running counts rate limits in Redis: its ``/readyz``
+        says ``"rateLimits": "ok"`` (not failing open)."""
+        for index, daemon in enumerate(self.instances):
+            address = self.hosts.addresses[f"app{index + 1}"]
+            url = f"http://{address}:{self.instance_ports[index]}/readyz"
+            try:
+                ready = daemon is None or httpx.get(url, timeout=2).json()["rateLimits"] == "ok"
+            except (httpx.HTTPError, ValueError, KeyError):
+                ready = False
+            if not ready:
+                return False
+        return True
 
     def start_instance(self, index: int) -> None:
         """Start instance ``index`` (``petstore serve`` on its port); returns once it

@@ -16,6 +16,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.cluster import Cluster
@@ -61,13 +62,21 @@ SHORT_RUN = (*PARTITIONS, "monitor lost while the primary is lost")
 Fault = Callable[[], None]
 
 
-def faults(
-    cluster: Cluster, rng: random.Random, *, hold: float, notes: list[str], seen: list[str]
-) -> dict[str, Fault]:
+@dataclass
+class Notes:
+    """What the faults tell the run: promises of the deployment they saw broken,
+    figures they measured (how long the virtual address took to move), and when Redis
+    came back (monotonic seconds) after each fault on it."""
+
+    broken: list[str] = field(default_factory=list)
+    measured: list[str] = field(default_factory=list)
+    redis_back: list[float] = field(default_factory=list)
+
+
+def faults(cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes) -> dict[str, Fault]:
     """Each kind's fault on ``cluster`` (on test hosts), choosing its victim and
     lengths from ``rng``; a partition lasts about ``hold`` seconds. What a fault saw
-    that breaks a promise of the deployment is appended to ``notes``, what it
-    measured (how long the virtual address took to move) to ``seen``."""
+    and measured goes to ``notes``."""
     net, pg, lbs = cluster.hosts, cluster.postgres, cluster.balancers
     assert isinstance(net, Network)
     apps = [f"app{i + 1}" for i in range(len(cluster.instances))]
@@ -115,7 +124,7 @@ def faults(
         pg.kill_node(primary)
         time.sleep(hold)
         if pg.writable(third):
-            notes.append(f"node{third + 1} was promoted with two data nodes out")
+            notes.broken.append(f"node{third + 1} was promoted with two data nodes out")
         whole()
 
     def both_secondaries_then_primary() -> None:
@@ -132,6 +141,8 @@ def faults(
     def cut_redis() -> None:
         net.cut(["redis"], apps)
         time.sleep(hold)
+        net.heal()
+        notes.redis_back.append(time.monotonic())
         whole()
 
     def lose_packets() -> None:
@@ -176,6 +187,7 @@ def faults(
         cluster.stop_redis()
         time.sleep(1)
         cluster.start_redis()
+        notes.redis_back.append(time.monotonic())
 
     def lose_monitor() -> None:
         # Serving goes on without the monitor: no failover decision is needed.
@@ -244,7 +256,7 @@ def faults(
         began = time.monotonic()
         stop(active)
         wait_for(lambda: other in lbs.holders(), what=f"the address on {other}", seconds=15)
-        seen.append(f"the address moved from {active} to {other} in "
+        notes.measured.append(f"the address moved from {active} to {other} in "
                     f"{time.monotonic() - began:.1f} s")  # fmt: skip
         return active
 

@@ -1,8 +1,8 @@
 """The chaos run's checker (testbed/history.py) on hand-made histories: each anomaly,
 alone, is found and named; clean histories (concurrent creates, a replayed key, a
 walk that started before a create ended) pass. Also the availability figures
-(testbed/availability.py) and the comparison of the data nodes' final states
-(testbed/final_state.py)."""
+(testbed/availability.py), the comparison of the data nodes' final states
+(testbed/final_state.py) and the rate-limit probe's judgement (testbed/limit_probe.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from testbed.availability import availability, table, unavailability
 from testbed.final_state import disagreements
 from testbed.history import Op, Page, Verdict, Window, check
+from testbed.limit_probe import BOUND, LIMIT, Answer, judge
 
 
 def create(key: str, pet_id: int, started: float, ended: float, status: str = "sold") -> Op:
@@ -265,3 +266,49 @@ def test_a_node_lacking_holding_or_changing_rows_differs() -> None:
         "node3 against node1: holds besides 1 (ids [4]), differs in 1 (ids [2])",
         "service could not be read",
     ]
+
+
+def paced(start: float, seconds: float, status: int, *, counted: bool) -> list[Answer]:
+    """Answers 16 a second (exact in binary) from ``start`` for ``seconds``."""
+    return [Answer(start + i / 16, status, counted) for i in range(int(seconds * 16))]
+
+
+def test_a_limit_kept_while_counted_passes() -> None:
+    answers = [
+        Answer(start + i * 0.05, 200 if i < LIMIT else 429, True)
+        for start in range(10)
+        for i in range(20)
+    ]
+    judged = judge(answers, [])
+    assert (judged.calls, judged.over_limit, judged.failing_open, judged.late_returns) == (
+        200,
+        0,
+        0,
+        0,
+    )
+
+
+def test_successes_beyond_the_limit_while_counted_are_over_the_limit() -> None:
+    judged = judge(paced(0.0, 3.0, 200, counted=True), [])
+    assert judged.over_limit == 16 - 2 * LIMIT
+
+
+def test_failing_open_is_counted_with_its_length_and_the_return_measured() -> None:
+    answers = (
+        paced(0.0, 2.0, 429, counted=True)
+        + paced(2.0, 4.0, 200, counted=False)
+        + paced(6.5, 2.0, 429, counted=True)
+    )
+    judged = judge(answers, [6.0])
+    assert judged.over_limit == 0
+    assert judged.failing_open == 64
+    assert judged.open_seconds == pytest.approx(4 - 1 / 16)
+    assert judged.longest_return == pytest.approx(0.5)
+    assert judged.late_returns == 0
+
+
+def test_a_limit_back_later_than_the_bound_is_late() -> None:
+    answers = paced(0.0, 3.0, 200, counted=False) + paced(3.0 + BOUND + 1, 1.0, 429, counted=True)
+    judged = judge(answers, [3.0])
+    assert judged.longest_return == pytest.approx(BOUND + 1)
+    assert judged.late_returns == 1
