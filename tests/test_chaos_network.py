@@ -194,7 +194,7 @@ def test_the_virtual_address_moves_when_the_active_load_balancer_is_lost(root: P
 
     def answers() -> bool:  # HAProxy's own 503: it has no instance here
         try:
-            return httpx.get(url, timeout=0.5).json()["code"] == "unavailable"
+            return bool(httpx.get(url, timeout=0.5).json()["code"] == "unavailable")
         except httpx.HTTPError:
             return False
 
