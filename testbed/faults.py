@@ -101,9 +101,29 @@ def faults(cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes) -
         pg.wait_until_replicated(seconds=180)
         cluster.wait_in_rotation(range(len(apps)), seconds=60)
 
+    def in_rotation(index: int) -> bool | None:
+        """Whether every running HAProxy has instance ``index`` UP (True), DOWN
+        (False), or they differ (None)."""
+        states = {cluster.lb_states(lb).get(f"i{index + 1}") for lb in lbs.running()}
+        return True if states == {"UP"} else False if states == {"DOWN"} else None
+
     def cut_instance() -> None:
-        net.cut([rng.choice(apps)], [*dbs, "monitor"])
-        time.sleep(hold)
+        # D27: out of rotation within 3 s (its /readyz fails), back once it can reach.
+        index = rng.randrange(len(apps))
+        net.cut([apps[index]], [*dbs, "monitor"])
+        began = time.monotonic()
+        wait_for(lambda: in_rotation(index) is False, what=f"app{index + 1} out", seconds=30)
+        out = time.monotonic() - began
+        time.sleep(max(0.0, hold - out))
+        net.heal()
+        healed = time.monotonic()
+        wait_for(lambda: in_rotation(index) is True, what=f"app{index + 1} back", seconds=30)
+        notes.measured.append(
+            f"app{index + 1} cut from the database: out of rotation in {out:.1f} s, "
+            f"back {time.monotonic() - healed:.1f} s after the cut healed"
+        )
+        if out > 3:
+            notes.broken.append(f"app{index + 1} stayed in rotation {out:.1f} s after its cut")
         whole()
 
     def isolate_primary() -> None:
@@ -202,10 +222,7 @@ def faults(cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes) -
         index = rng.randrange(len(apps))
         net.cut_one_way(apps[index], cluster.balancers.names, hears=True)
         wait_for(
-            lambda: all(
-                cluster.lb_states(lb).get(f"i{index + 1}") == "DOWN"
-                for lb in cluster.balancers.running()
-            ),
+            lambda: in_rotation(index) is False,
             what=f"app{index + 1} out of HAProxy's rotation",
             seconds=15,
         )

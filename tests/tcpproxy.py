@@ -1,7 +1,8 @@
 """A loopback TCP proxy for the tests of D25: it forwards bytes between a client and
 one server, and can stop forwarding (as a paused or cut-off host: the kernel still
-acknowledges, nothing answers) or cut a connection at the moment a PostgreSQL
-``COMMIT`` passes, before or after the server got it."""
+acknowledges, nothing answers), cut a connection at the moment a PostgreSQL
+``COMMIT`` passes, before or after the server got it, or stop forwarding right
+before a ``COMMIT`` (the transaction's statements delivered, its end never)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Literal
 #: psycopg ends a transaction with a simple Query message: 'Q', length 11, "COMMIT\0".
 COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"
 
-Cut = Literal["before_commit", "after_commit"]
+Cut = Literal["before_commit", "after_commit", "hold_commit"]
 
 
 class _Link:
@@ -105,7 +106,14 @@ class TcpProxy:
                     if cut == "before_commit":
                         link.cut()
                         return
-                    link.drop_reply = True  # the server commits; its answer is lost
+                    if cut == "hold_commit":  # what came before it, then a pause
+                        at = data.index(COMMIT)
+                        sink.sendall(data[:at])
+                        self.pause()
+                        self._forwarding.wait()
+                        data = data[at:]
+                    else:
+                        link.drop_reply = True  # the server commits; its answer is lost
                 elif not upstream and link.drop_reply:
                     link.cut()
                     return

@@ -166,6 +166,48 @@ def test_a_create_whose_commit_outcome_is_unknown_is_503_and_its_retry_settles_i
     assert again.json() == retry.json()
 
 
+def test_a_create_stalled_before_its_commit_holds_other_creates_2_s_at_most(
+    database_url: str,
+    proxy: TcpProxy,
+    app_through: tuple[TestClient, dict[str, str]],
+    clock: FakeClock,
+) -> None:
+    """D27: an instance whose host stops sending after a create's statements (cut
+    off, paused) leaves that transaction open on the server, holding the lock that
+    keeps ids in commit order. The server ends it after 2 s (its sessions'
+    idle_in_transaction_session_timeout), so another instance's create is answered
+    201 instead of waiting out its own bound (5 s) for a 503; the stalled create is
+    503, stored nowhere."""
+    import threading
+
+    stalled_client, headers = app_through
+    proxy.cut = "hold_commit"
+    stalled: list[int] = []
+    keyed = {**headers, "Idempotency-Key": "stalled"}  # a create in a transaction (D16)
+    thread = threading.Thread(
+        target=lambda: stalled.append(
+            stalled_client.post("/v1/pets", content=b'{"name": "Stuck", "categoryId": 1}',
+                                headers=keyed).status_code
+        )
+    )  # fmt: skip
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while proxy.cuts == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proxy.cuts == 1
+        other = create_app(Settings(database_url=database_url), clock=clock)
+        with TestClient(other) as direct:
+            made, seconds = timed(lambda: direct.post("/v1/pets", content=REX, headers=headers))
+        assert made.status_code == 201
+        assert seconds < 4
+    finally:
+        proxy.resume()
+        thread.join(10)
+    assert stalled == [503]
+    assert rows_named(database_url, "Stuck") == []
+
+
 def timed(call: Any) -> tuple[Any, float]:
     started = time.monotonic()
     result = call()

@@ -33,18 +33,36 @@ KEEPALIVES: dict[str, str] = {
     "tcp_user_timeout": "5000",
 }
 
+#: The server's own bound on the service's sessions (D25, D27): a transaction whose
+#: client stops sending (its host cut off or paused after a statement, before its
+#: COMMIT) is ended by the server after 2 s. Until then it holds what it locked, and a
+#: create holds the lock that keeps ids in commit order, which every other create
+#: waits for. Between two statements of the service's transactions there is no wait
+#: on anything but the network. Not for the migrations, which may pause longer.
+SERVICE_SESSION: dict[str, str] = {"options": "-c idle_in_transaction_session_timeout=2000"}
+
 #: PostgreSQL's "database not usable now" (D10, D25): a connection refused or lost,
 #: no pooled connection within the timeout (or a pool not open), a statement
-#: cancelled by ``statement_timeout``, a missing table (a database not migrated).
-reachable = Reachable(psycopg.OperationalError, psycopg.errors.UndefinedTable, PoolTimeout)
+#: cancelled by ``statement_timeout``, a transaction ended by the server after
+#: :data:`SERVICE_SESSION`'s bound (rolled back), a missing table (a database not
+#: migrated).
+reachable = Reachable(
+    psycopg.OperationalError,
+    psycopg.errors.IdleInTransactionSessionTimeout,
+    psycopg.errors.UndefinedTable,
+    PoolTimeout,
+)
 
 
-def connection_options(url: str, **options: Any) -> dict[str, Any]:
+def connection_options(
+    url: str, *, defaults: dict[str, str] = KEEPALIVES, **options: Any
+) -> dict[str, Any]:
     """The keyword arguments for ``psycopg.connect(url, ...)``: ``options``, then
-    :data:`KEEPALIVES` except those the libpq ``url`` (or conninfo string) already
-    sets. Raises psycopg.ProgrammingError for a URL libpq cannot parse."""
+    ``defaults`` (:data:`KEEPALIVES`; the service's pool adds :data:`SERVICE_SESSION`)
+    except those the libpq ``url`` (or conninfo string) already sets. Raises
+    psycopg.ProgrammingError for a URL libpq cannot parse."""
     given = conninfo_to_dict(url)
-    return {**{k: v for k, v in KEEPALIVES.items() if k not in given}, **options}
+    return {**{k: v for k, v in defaults.items() if k not in given}, **options}
 
 
 class NoAnswer(psycopg.OperationalError):

@@ -30,6 +30,8 @@ from psycopg_pool import AsyncConnectionPool
 from petstore.server import errors
 from petstore.server.store.driver import Params, Row, Statements, Transaction
 from petstore.server.store.postgres_connections import (
+    KEEPALIVES,
+    SERVICE_SESSION,
     Call,
     Connection,
     NoAnswer,
@@ -75,7 +77,10 @@ class PostgresDatabase:
 
         # libpq counts connect_timeout in whole seconds, at least 2.
         self._kwargs = connection_options(
-            url, autocommit=True, connect_timeout=max(2, math.ceil(timeout))
+            url,
+            defaults={**KEEPALIVES, **SERVICE_SESSION},
+            autocommit=True,
+            connect_timeout=max(2, math.ceil(timeout)),
         )
         self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             url,
