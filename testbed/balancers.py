@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -38,6 +39,7 @@ class Balancers:
         self.servers: list[tuple[str, int]] = []
         self.haproxy: dict[str, Daemon | None] = dict.fromkeys(names)
         self.keepalived: dict[str, Daemon | None] = dict.fromkeys(names)
+        self.paused: set[str] = set()
 
     @property
     def address(self) -> str:
@@ -107,6 +109,7 @@ class Balancers:
         """HAProxy's answer to one runtime-API ``command`` (``show stat``, ``set
         server petstore/i1 state drain``...) on host ``name`` (the first by default)."""
         with socket.socket(socket.AF_UNIX) as api:
+            api.settimeout(5)  # a paused HAProxy never answers
             api.connect(str(self.socket(name or self.names[0])))
             api.sendall(command.encode() + b"\n")
             return b"".join(iter(lambda: api.recv(65536), b"")).decode()
@@ -118,8 +121,12 @@ class Balancers:
         return {row["svname"]: row["status"] for row in rows if row["svname"].startswith("i")}
 
     def running(self) -> list[str]:
-        """The hosts whose HAProxy runs."""
-        return [name for name, daemon in self.haproxy.items() if daemon is not None]
+        """The hosts whose HAProxy runs (and is not paused)."""
+        return [
+            name
+            for name, daemon in self.haproxy.items()
+            if daemon is not None and name not in self.paused
+        ]
 
     def holders(self) -> list[str]:
         """The hosts whose interface has the virtual address now: one when all is
@@ -148,6 +155,10 @@ class Balancers:
         for daemon in (self.haproxy[name], self.keepalived[name]):
             if daemon is not None:
                 kill_group(daemon.pid, signum)
+        if signum == signal.SIGSTOP:
+            self.paused.add(name)
+        else:
+            self.paused.discard(name)
 
     def release(self, name: str) -> None:
         """Remove the virtual address from ``name``'s interface (what a lost host's

@@ -44,16 +44,19 @@ from testbed.chaos import RETRIES, TIMEOUT, client
 from testbed.cluster import Cluster
 from testbed.final_state import disagreements, node_states
 from testbed.history import Op, Pet, Window, check
+from testbed.overlap import JOINED, Joint, partners, run_pair
 from testbed.processes import ServerUnavailableError
 
 
 def run(
     root: Path, *, seed: int, duration: float, workers: int, kinds: list[str], hold: float,
-    settle: float, instances: int = 3, out: Any = sys.stdout,
+    settle: float, instances: int = 3, overlap: bool = False, out: Any = sys.stdout,
 ) -> dict[str, int]:  # fmt: skip
     """Bring the deployment up on test hosts under ``root``, run the schedule for
-    about ``duration`` seconds (at least one of each of ``kinds``), heal, check,
-    print the tables and the last line; returns the counts. Removes everything."""
+    about ``duration`` seconds (at least one of each of ``kinds``; with ``overlap``
+    half of the kinds drawn run together with a partner, :mod:`testbed.overlap`),
+    heal, check, print the tables and the last line; returns the counts. Removes
+    everything."""
     warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
     rng = random.Random(seed)
     print(f"chaos-network seed {seed}: replay with --seed {seed}", file=out, flush=True)
@@ -73,8 +76,9 @@ def run(
                 workload.load(cluster, key, workers) as book,
                 limit_probe.probing(cluster, probe_key, f"client{workers + 1}") as answers,
             ):
-                table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes)
-                broken = _inject(table, rng, kinds, duration, settle, windows, out)
+                joint = Joint() if overlap else None
+                table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes, joint=joint)
+                broken = _inject(table, rng, kinds, duration, settle, windows, joint, out)
             if not broken:  # every worker has stopped: the final state is final
                 stored = _stored(cluster, key)
                 views = {**node_states(cluster.postgres), "service": stored}
@@ -103,9 +107,10 @@ def _keep_logs(root: Path, out: Any) -> None:
 
 def _inject(
     table: dict[str, chaos_faults.Fault], rng: random.Random, kinds: list[str],
-    duration: float, settle: float, windows: list[Window], out: Any,
+    duration: float, settle: float, windows: list[Window], joint: Joint | None, out: Any,
 ) -> str:  # fmt: skip
-    """Run the schedule of ``table``'s faults; returns "" or what did not recover."""
+    """Run the schedule of ``table``'s faults (with ``joint``, half of them together
+    with a partner); returns "" or what did not recover."""
     deadline = time.monotonic() + duration
     began = time.monotonic()
     time.sleep(settle)
@@ -114,9 +119,16 @@ def _inject(
         if n >= len(kinds) and time.monotonic() > deadline:
             return ""
         began = time.monotonic()
+        others = partners(kind, kinds) if joint is not None and rng.random() < 0.5 else []
+        if others:
+            kind = JOINED.join((kind, rng.choice(others)))
         print(f"  {began:.0f} fault {n + 1}: {kind}", file=out, flush=True)
         try:
-            table[kind]()
+            if joint is not None and others:
+                first, second = kind.split(JOINED)
+                run_pair(table, (first, second), joint, rng, delay=5.0)
+            else:
+                table[kind]()
         except (ServerUnavailableError, OSError) as exc:
             return f"{kind}: {exc}"
         time.sleep(settle)
@@ -173,10 +185,11 @@ def report(
         file=out,
     )
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
-    faults = [w for w in windows if w.kind != "no fault (baseline)"]
+    # Two kinds drawn together count as two faults, each of its kind.
+    faults = [k for w in windows if w.kind != "no fault (baseline)" for k in w.kind.split(JOINED)]
     print(
         f"chaos-network: operations {len(ops)}, acknowledged {acknowledged}, "
-        f"faults {len(faults)} of {len({w.kind for w in faults})} kinds, "
+        f"faults {len(faults)} of {len(set(faults))} kinds, "
         f"lost {counts['lost']}, duplicated {counts['duplicated']}, stale {counts['stale']}, "
         f"skipped {counts['skipped']}, phantom {counts['phantom']}, "
         f"stored after an error {counts['stored_after_error']}, "
@@ -186,7 +199,7 @@ def report(
     )
     return {
         "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
-        "kinds": len({w.kind for w in faults}), "nodes_differ": len(differ),
+        "kinds": len(set(faults)), "nodes_differ": len(differ),
         "over_limit": limits.over_limit, "late_limit": limits.late_returns,
         "failing_open": limits.failing_open, **counts,
     }  # fmt: skip
@@ -206,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--hold", type=float, default=8.0, help="seconds a partition lasts")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after each fault")
+    parser.add_argument(
+        "--overlap", action="store_true",
+        help="run half of the faults together with one that breaks another part",
+    )  # fmt: skip
     parser.add_argument(
         "--kinds", default="all",
         help="all, partitions (those that cut links), short (make test's: the partitions "
@@ -227,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             counts = run(
                 Path(folder), seed=seed, duration=args.duration, workers=args.workers,
                 kinds=kinds, hold=args.hold, settle=args.settle, instances=args.instances,
+                overlap=args.overlap,
             )  # fmt: skip
         except ServerUnavailableError as exc:
             print(f"Error: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ from testbed.cluster import Cluster
 from testbed.disks import refuses_writes
 from testbed.failover import NODES
 from testbed.hosts import Network
+from testbed.overlap import Joint
 from testbed.processes import ServerUnavailableError, kill_group, wait_for
 
 #: The kinds that cut links (a partition or lost packets): the short run's set.
@@ -73,16 +74,25 @@ class Notes:
     redis_back: list[float] = field(default_factory=list)
 
 
-def faults(cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes) -> dict[str, Fault]:
+def faults(
+    cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes, joint: Joint | None = None
+) -> dict[str, Fault]:
     """Each kind's fault on ``cluster`` (on test hosts), choosing its victim and
     lengths from ``rng``; a partition lasts about ``hold`` seconds. What a fault saw
-    and measured goes to ``notes``."""
+    and measured goes to ``notes``. With ``joint``, two faults may run at once
+    (:mod:`testbed.overlap`): each heals through it."""
     net, pg, lbs = cluster.hosts, cluster.postgres, cluster.balancers
     assert isinstance(net, Network)
     apps = [f"app{i + 1}" for i in range(len(cluster.instances))]
     dbs = [f"db{i + 1}" for i in range(NODES)]
 
     def whole() -> None:
+        if joint is None:
+            heal_all()
+        else:
+            joint.heal(heal_all)
+
+    def heal_all() -> None:
         lost = [name for name in lbs.names if lbs.haproxy[name] is None]
         for name in lost:  # what its killed keepalived left, gone before the link is back
             lbs.release(name)
@@ -115,7 +125,7 @@ def faults(cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes) -
         wait_for(lambda: in_rotation(index) is False, what=f"app{index + 1} out", seconds=30)
         out = time.monotonic() - began
         time.sleep(max(0.0, hold - out))
-        net.heal()
+        net.heal([apps[index]])  # its own rules only: a fault alongside stays
         healed = time.monotonic()
         wait_for(lambda: in_rotation(index) is True, what=f"app{index + 1} back", seconds=30)
         notes.measured.append(
@@ -154,14 +164,14 @@ def faults(cluster: Cluster, rng: random.Random, *, hold: float, notes: Notes) -
         net.cut([dbs[primary]], [dbs[i] for i in range(NODES) if i != primary])
         time.sleep(hold * 1.5)  # longer than an instance's statement timeout
         pg.kill_node(primary)
-        net.heal()
+        net.heal([dbs[primary]])
         pg.wait_for_promotion([i for i in range(NODES) if i != primary], seconds=90)
         whole()
 
     def cut_redis() -> None:
         net.cut(["redis"], apps)
         time.sleep(hold)
-        net.heal()
+        net.heal(["redis"])
         notes.redis_back.append(time.monotonic())
         whole()
 

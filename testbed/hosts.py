@@ -262,9 +262,10 @@ class Network(Loopback):
         included (a lost machine, whatever its processes still hold)."""
         _ip("-n", self.namespace(name), "link", "set", "eth0", "down")
 
-    def heal(self) -> None:
-        """Remove every drop rule and slow link of every host, and plug every link in."""
-        for name in self.names:
+    def heal(self, names: Iterable[str] | None = None) -> None:
+        """Remove every drop rule and slow link of each of ``names`` (every host by
+        default), and plug its link in."""
+        for name in self.names if names is None else names:
             self.iptables(name, "-F")
             argv = self.run_in(name, ["tc", "qdisc", "del", "dev", "eth0", "root"])
             subprocess.run(argv, capture_output=True, check=False)  # noqa: S603 - none: fine

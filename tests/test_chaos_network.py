@@ -221,3 +221,41 @@ def test_the_virtual_address_moves_when_the_active_load_balancer_is_lost(root: P
         for daemon in balancers.daemons():
             daemon.kill()
         assert network.down() == []
+
+
+def test_overlapping_faults_pair_only_other_parts_and_heal_once_for_both() -> None:
+    """``--overlap``: every kind but the two that end without healing has a part; a
+    kind is never paired with one of its own part, nor the monitor with the data
+    nodes; pairing is symmetric. Two faults healing through one :class:`Joint` heal
+    once, and neither returns before that heal is done."""
+    import threading
+    import time
+
+    from testbed.overlap import PARTS, Joint, partners
+
+    kinds = list(faults.KINDS)
+    assert set(kinds) - set(PARTS) == {"rolling restart", "Redis restarted"}
+    assert partners("rolling restart", kinds) == []
+    assert "instance paused" not in partners("instance killed", kinds)
+    assert "data node host lost" not in partners("monitor lost", kinds)
+    assert "active load balancer paused" in partners("data node's disk full", kinds)
+    for kind in kinds:
+        for other in partners(kind, kinds):
+            assert kind in partners(other, kinds)
+
+    joint, heals, returned = Joint(), [], []
+    joint.barrier = threading.Barrier(2, timeout=10)
+
+    def fault(after: float) -> None:
+        time.sleep(after)
+        joint.heal(lambda: (time.sleep(0.2), heals.append(time.monotonic())))
+        returned.append(time.monotonic())
+
+    threads = [threading.Thread(target=fault, args=(after,)) for after in (0.0, 0.3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(heals) == 1
+    assert len(returned) == 2
+    assert min(returned) >= heals[0]
