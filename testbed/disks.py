@@ -64,9 +64,8 @@ class SmallDisk:
         (self.path / FILLER).unlink(missing_ok=True)
 
     def unmount(self) -> None:
-        """Unmount it, lazily (a process still in it lets go when it ends); its
-        files are gone."""
-        subprocess.run(["umount", "--lazy", str(self.path)], capture_output=True, check=False)  # noqa: S603, S607
+        """Unmount it (:func:`unmount`); its files are gone."""
+        unmount(str(self.path))
 
 
 def leftovers() -> list[str]:
@@ -80,8 +79,14 @@ def remove_all() -> list[str]:
     """Unmount every disk named with :data:`PREFIX` (lazily: a process still in one
     lets go when it ends); returns those that are still mounted."""
     for point in leftovers():
-        SmallDisk(Path(point), "", size="").unmount()
+        unmount(point)
     return leftovers()
+
+
+def unmount(point: str) -> None:
+    """Unmount what is mounted at ``point``, lazily: a process still in it lets go
+    when it ends."""
+    subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)  # noqa: S603, S607
 
 
 def refuses_writes(url: str) -> bool:

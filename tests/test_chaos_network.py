@@ -259,3 +259,28 @@ def test_overlapping_faults_pair_only_other_parts_and_heal_once_for_both() -> No
     assert len(heals) == 1
     assert len(returned) == 2
     assert min(returned) >= heals[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (as CI runs)")
+def test_a_small_disk_fills_empties_and_leaves_no_mount(tmp_path: Path) -> None:
+    """The data node's disk of the "disk full" fault: a tmpfs of its own size, full
+    after :meth:`fill` (a second fill takes what was freed meanwhile), with room again
+    after :meth:`empty`, and gone from the mount table after :meth:`unmount`."""
+    from testbed.disks import SmallDisk, leftovers
+
+    disk = SmallDisk(tmp_path / "disk", "disk-test", size="8m")
+    disk.mount()
+    try:
+        assert str(disk.path) in leftovers()
+        (disk.path / "data").write_bytes(bytes(1 << 20))
+        disk.fill()
+        assert disk.available() == 0
+        (disk.path / "data").unlink()
+        assert disk.available() >= 1 << 20
+        disk.fill()
+        assert disk.available() == 0
+        disk.empty()
+        assert disk.available() > 7 << 20
+    finally:
+        disk.unmount()
+    assert str(disk.path) not in leftovers()
