@@ -92,7 +92,7 @@ def run(
         print(f"  measured: {line}", file=out)
     for note in notes.broken:
         print(f"  broken promise: {note}", file=out)
-    limits = limit_probe.judge(answers, notes.redis_back)
+    limits = limit_probe.judge(answers, notes.redis_outages)
     counts = report(book.ops, windows, stored, disagreements(views), limits, out=out)
     return {**counts, "broken": len(notes.broken)}
 
@@ -179,9 +179,9 @@ def report(
     print(
         f"  rate limit ({limit_probe.LIMIT}/second, one key): {limits.calls} calls, "
         f"{limits.over_limit} over twice the limit in a second, {limits.failing_open} "
-        f"answered failing open over {limits.open_seconds:.1f} s, counted again at most "
-        f"{limits.longest_return:.1f} s after Redis returned ({limits.late_returns} later "
-        f"than {limit_probe.BOUND:.0f} s)",
+        f"answered failing open over {limits.open_seconds:.1f} s, the last "
+        f"{limits.longest_return:.1f} s after Redis returned ({limits.late} later than "
+        f"{limit_probe.BOUND:.0f} s or with Redis there)",
         file=out,
     )
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
@@ -200,7 +200,7 @@ def report(
     return {
         "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
         "kinds": len(set(faults)), "nodes_differ": len(differ),
-        "over_limit": limits.over_limit, "late_limit": limits.late_returns,
+        "over_limit": limits.over_limit, "late_limit": limits.late,
         "failing_open": limits.failing_open, **counts,
     }  # fmt: skip
 

@@ -6,8 +6,8 @@ checked number.
 While Redis answers, every answer carries the RateLimit fields and at most
 :data:`LIMIT` calls a window succeed (any 1 s span holds parts of two windows, so at
 most twice that). While an instance cannot reach Redis it fails open (D15): it
-answers 200 without the fields. After Redis returns, the limit must apply again
-within :data:`BOUND` seconds. :func:`judge` counts all three from the answers.
+answers 200 without the fields. After Redis returns, no answer may fail open more
+than :data:`BOUND` seconds later. :func:`judge` counts all three from the answers.
 """
 
 from __future__ import annotations
@@ -43,16 +43,17 @@ class Answer(NamedTuple):
 class Judgement(NamedTuple):
     """What the answers show: calls made; calls that succeeded beyond twice the limit
     in some 1 s span while counted (a defect); answers failing open (200 without the
-    fields) and the seconds they spanned; the longest wait after Redis returned until
-    an answer was counted again (0 with no return), and how many returns took longer
-    than :data:`BOUND` (a defect)."""
+    fields) and the seconds they spanned; the latest of them after Redis had returned,
+    in seconds after its return (0: none); and how many failed open more than
+    :data:`BOUND` seconds after Redis had returned, or with Redis never lost (a
+    defect)."""
 
     calls: int
     over_limit: int
     failing_open: int
     open_seconds: float
     longest_return: float
-    late_returns: int
+    late: int
 
 
 def call(client: httpx.Client, url: str) -> Answer:
@@ -87,9 +88,9 @@ def probing(cluster: Cluster, key: str, host: str) -> Iterator[list[Answer]]:
         thread.join(10)
 
 
-def judge(answers: list[Answer], returns: list[float]) -> Judgement:
+def judge(answers: list[Answer], outages: list[tuple[float, float]]) -> Judgement:
     """Count what :class:`Judgement` names in ``answers`` (in time order), Redis
-    having come back at each of ``returns`` (monotonic seconds)."""
+    having been out of reach over each of ``outages`` (from, to: monotonic seconds)."""
     allowed = [a.at for a in answers if a.status == 200 and a.counted]
     over = 0
     for i, at in enumerate(allowed):  # the successes in the 1 s up to each one, it included
@@ -103,11 +104,18 @@ def judge(answers: list[Answer], returns: list[float]) -> Judgement:
             start = at
         last = at
     spans += 0.0 if last is None else last - start
-    waits = []
-    for back in returns:
-        counted = [a.at for a in answers if a.at >= back and a.counted]
-        waits.append((counted[0] if counted else answers[-1].at) - back if answers else 0.0)
+    # Each answer failing open against the latest change before it: within an outage
+    # it is what D15 says; after a return, its lag; before any outage, never right.
+    events = sorted([(out, "out") for out, _ in outages] + [(back, "back") for _, back in outages])
+    lags = []
+    for at in open_at:
+        latest = [(when, what) for when, what in events if when <= at]
+        if not latest:
+            lags.append(float("inf"))
+        elif latest[-1][1] == "back":
+            lags.append(at - latest[-1][0])
+    finite = [lag for lag in lags if lag != float("inf")]
     return Judgement(
         calls=len(answers), over_limit=over, failing_open=len(open_at), open_seconds=spans,
-        longest_return=max(waits, default=0.0), late_returns=sum(w > BOUND for w in waits),
+        longest_return=max(finite, default=0.0), late=sum(lag > BOUND for lag in lags),
     )  # fmt: skip

@@ -280,12 +280,7 @@ def test_a_limit_kept_while_counted_passes() -> None:
         for i in range(20)
     ]
     judged = judge(answers, [])
-    assert (judged.calls, judged.over_limit, judged.failing_open, judged.late_returns) == (
-        200,
-        0,
-        0,
-        0,
-    )
+    assert (judged.calls, judged.over_limit, judged.failing_open, judged.late) == (200, 0, 0, 0)
 
 
 def test_successes_beyond_the_limit_while_counted_are_over_the_limit() -> None:
@@ -293,22 +288,24 @@ def test_successes_beyond_the_limit_while_counted_are_over_the_limit() -> None:
     assert judged.over_limit == 16 - 2 * LIMIT
 
 
-def test_failing_open_is_counted_with_its_length_and_the_return_measured() -> None:
+def test_failing_open_while_redis_is_out_is_counted_with_its_length() -> None:
     answers = (
         paced(0.0, 2.0, 429, counted=True)
         + paced(2.0, 4.0, 200, counted=False)
-        + paced(6.5, 2.0, 429, counted=True)
+        + paced(6.0, 1.0, 200, counted=False)  # the first second after the return
+        + paced(7.0, 2.0, 429, counted=True)
     )
-    judged = judge(answers, [6.0])
+    judged = judge(answers, [(2.0, 6.0)])
     assert judged.over_limit == 0
-    assert judged.failing_open == 64
-    assert judged.open_seconds == pytest.approx(4 - 1 / 16)
-    assert judged.longest_return == pytest.approx(0.5)
-    assert judged.late_returns == 0
+    assert judged.failing_open == 80
+    assert judged.open_seconds == pytest.approx(5 - 1 / 16)
+    assert judged.longest_return == pytest.approx(1 - 1 / 16)
+    assert judged.late == 0
 
 
-def test_a_limit_back_later_than_the_bound_is_late() -> None:
-    answers = paced(0.0, 3.0, 200, counted=False) + paced(3.0 + BOUND + 1, 1.0, 429, counted=True)
-    judged = judge(answers, [3.0])
-    assert judged.longest_return == pytest.approx(BOUND + 1)
-    assert judged.late_returns == 1
+def test_failing_open_long_after_redis_returned_or_with_redis_never_lost_is_late() -> None:
+    late = paced(0.0, 3.0, 200, counted=False) + paced(3.0 + BOUND + 1, 1.0, 200, counted=False)
+    judged = judge(late, [(0.0, 3.0)])
+    assert judged.longest_return == pytest.approx(BOUND + 2 - 1 / 16)
+    assert judged.late == 16
+    assert judge(paced(0.0, 1.0, 200, counted=False), []).late == 16
