@@ -4,7 +4,8 @@ part, :mod:`testbed.hosts`), client workers each on a host of its own running
 faults (:mod:`testbed.faults`) cuts links, drops packets, pauses and kills; every
 operation is recorded and the history checked (:mod:`testbed.history`).
 
-    python -m testbed.chaos_network [--duration 420] [--seed N] [--workers 8] [--kinds all]
+    python -m testbed.chaos_network [--duration 420] [--seed N] [--workers 8]
+                                    [--kinds all] [--overlap]
 
 The seed is printed first: the same seed replays the same schedule (which faults,
 in which order, their victims and lengths). The final state is read through HAProxy and
