@@ -149,6 +149,7 @@ class Balancers:
             if daemon is not None:
                 daemon.kill()
             daemons[name] = None
+        self.paused.discard(name)
 
     def pause(self, name: str, signum: int) -> None:
         """``signum`` (SIGSTOP, SIGCONT) to HAProxy and keepalived on ``name``."""
@@ -175,6 +176,7 @@ class Balancers:
         """Forget every process (after they were stopped)."""
         self.haproxy = dict.fromkeys(self.names)
         self.keepalived = dict.fromkeys(self.names)
+        self.paused.clear()
 
 
 def accepts(address: str, port: int) -> bool:
