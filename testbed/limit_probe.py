@@ -22,6 +22,7 @@ from typing import NamedTuple
 import httpx
 
 from testbed.cluster import Cluster
+from testbed.hosts import Network
 
 #: The probe's key's limit: requests a second.
 LIMIT = 3
@@ -73,7 +74,7 @@ def probing(cluster: Cluster, key: str, host: str) -> Iterator[list[Answer]]:
     stop = threading.Event()
 
     def run() -> None:
-        assert hasattr(cluster.hosts, "entered")
+        assert isinstance(cluster.hosts, Network)
         headers = {"Authorization": f"Bearer {key}"}
         with cluster.hosts.entered(host), httpx.Client(headers=headers, timeout=2) as client:
             while not stop.wait(1 / PACE):
