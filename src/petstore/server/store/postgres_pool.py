@@ -43,6 +43,14 @@ from petstore.server.store.postgres_connections import (
 T = TypeVar("T")
 
 
+def returns_rows(cursor: psycopg.AsyncCursor[Any]) -> bool:
+    """Whether ``cursor``'s last statement returned rows (a ``SELECT``, a ``RETURNING``),
+    none for a ``DELETE`` without ``RETURNING``: its result's column count, read as
+    it is (``cursor.description`` builds a column object for each)."""
+    result = cursor.pgresult
+    return result is not None and result.nfields > 0
+
+
 class _Transaction:
     """Statements on one connection inside ``conn.transaction()``."""
 
@@ -51,7 +59,7 @@ class _Transaction:
 
     async def fetch(self, statement: LiteralString, params: Params = ()) -> list[Row]:
         cursor = await self._conn.execute(statement, params)
-        return list(await cursor.fetchall()) if cursor.description is not None else []
+        return list(await cursor.fetchall()) if returns_rows(cursor) else []
 
 
 class PostgresDatabase:
@@ -154,7 +162,7 @@ class PostgresDatabase:
         conn = await self._borrow(call)
         try:
             cursor = await conn.execute(statement, params)
-            return list(await cursor.fetchall()) if cursor.description is not None else []
+            return list(await cursor.fetchall()) if returns_rows(cursor) else []
         except psycopg.OperationalError:
             if not (again and conn.broken):
                 raise
