@@ -15,7 +15,20 @@ from psycopg_pool import PoolTimeout
 
 from petstore.server.store.driver import Reachable
 
-Connection = psycopg.AsyncConnection[TupleRow]
+
+class Connection(psycopg.AsyncConnection[TupleRow]):
+    """A pooled connection, and the one cursor its statements run on
+    (:attr:`cursor_for_statements`, made by :meth:`keep_a_cursor` when the pool
+    opens it): a cursor made once keeps what it learnt of its queries, their
+    parameters' and results' types, where a new cursor per statement looks them up
+    again. A connection runs one statement at a time, lent to one call at a time."""
+
+    cursor_for_statements: psycopg.AsyncCursor[TupleRow]
+
+    def keep_a_cursor(self) -> None:
+        """Make the cursor every statement on this connection runs on."""
+        self.cursor_for_statements = self.cursor()
+
 
 #: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
 #: the migrations'. A peer that vanishes without a FIN (a host cut off, powered off)

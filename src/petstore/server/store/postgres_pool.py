@@ -58,7 +58,7 @@ class _Transaction:
         self._conn = conn
 
     async def fetch(self, statement: LiteralString, params: Params = ()) -> list[Row]:
-        cursor = await self._conn.execute(statement, params)
+        cursor = await self._conn.cursor_for_statements.execute(statement, params)
         return list(await cursor.fetchall()) if returns_rows(cursor) else []
 
 
@@ -76,6 +76,7 @@ class PostgresDatabase:
         statement_ms = str(math.ceil(timeout * 1000))
 
         async def configure(conn: Connection) -> None:
+            conn.keep_a_cursor()
             # UTC: timestamps come back alike whatever the server's zone.
             await conn.execute(
                 "SELECT set_config('TimeZone', 'UTC', false), "
@@ -97,6 +98,7 @@ class PostgresDatabase:
             max_size=size,
             timeout=timeout,
             configure=configure,
+            connection_class=Connection,
             open=False,
             name="petstore",
         )
@@ -161,7 +163,7 @@ class PostgresDatabase:
         # autocommit statement needs.
         conn = await self._borrow(call)
         try:
-            cursor = await conn.execute(statement, params)
+            cursor = await conn.cursor_for_statements.execute(statement, params)
             return list(await cursor.fetchall()) if returns_rows(cursor) else []
         except psycopg.OperationalError:
             if not (again and conn.broken):
