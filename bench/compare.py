@@ -10,6 +10,13 @@ shares the core between the two workers, so a slower machine slows both alike, a
 the ratio of their req/s is the inverse of the ratio of their CPU time a request.
 Two servers of the same code give 0.98-1.02 (docs/performance.md).
 
+A process keeps its own small bias for its whole life (where its memory lies, its
+hash seed): rounds on the same two processes repeat it, and two runs of the same
+comparison can differ by more than their rounds do. ``--fresh`` starts both anew
+for each round, alternating which starts and is loaded first, so that the median is
+taken over processes too; give it a warmup long enough for the servers' first
+seconds (filling what they keep in memory) to be over.
+
 BEFORE and AFTER are git revisions (checked out in temporary worktrees) or ``.``, the
 working tree as it is. Both run as ``make bench`` runs the service: one worker,
 production settings, everything on. With ``--backend postgres`` both serve one seeded
@@ -49,6 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=2, help="seconds of load first")
     parser.add_argument("--server-cpu", type=int, default=0, help="core both servers share")
     parser.add_argument("--wrk-cpu", type=int, default=1, help="core both wrk run on")
+    parser.add_argument(
+        "--fresh", action="store_true", help="serve each round on two new processes"
+    )
     args = parser.parse_args(argv)
     args.selected = select_scenarios(parser, args.scenarios)
     if any(scenario.name == "S5" for scenario in args.selected):
@@ -114,35 +124,53 @@ def _run(args: argparse.Namespace) -> int:
             seed.database(args.backend, pets=args.pets, postgres_url=args.postgres_url)
         )
         key = seed.create_key(url)
-        started = []
-        for name, source in zip(("before", "after"), sources, strict=True):
+        database_urls = []
+        for name in ("before", "after"):
             database_url = url
             if args.backend == "sqlite":  # each its own copy: S4 and S6 write
                 copy = work / f"{name}.db"
                 shutil.copyfile(url.removeprefix("sqlite:///"), copy)
                 database_url = f"sqlite:///{copy}"
-            server = servers.service(
-                database_url=database_url,
-                cpu=args.server_cpu,
-                log=work / f"{name}.log",
-                source=source,
-            )
-            started.append(stack.enter_context(servers.running(server)))
-        urls = [server.url for server in started]
+            database_urls.append(database_url)
+
+        def serve(stack: ExitStack, order: tuple[int, int]) -> dict[int, str]:
+            """Start the sides in ``order`` (0 before, 1 after); their URLs by side."""
+            urls = {}
+            for side in order:
+                server = servers.service(
+                    database_url=database_urls[side],
+                    cpu=args.server_cpu,
+                    log=work / f"{('before', 'after')[side]}.log",
+                    source=sources[side],
+                )
+                urls[side] = stack.enter_context(servers.running(server)).url
+            return urls
+
+        lasting = None if args.fresh else serve(stack, (0, 1))
         env = {"BENCH_KEY": key, "BENCH_PETS": str(args.pets)}
         lines = [
             f"AFTER ({args.after}) / BEFORE ({args.before}), req/s of both served at once "
             f"on core {args.server_cpu}, {args.backend}, {args.pets:,} animals, {args.rounds} x "
-            f"{args.duration:g} s:",
+            f"{args.duration:g} s{', each round on new processes' if args.fresh else ''}:",
         ]
         for scenario in args.selected:
-            if args.warmup > 0:
-                _both(load, urls, scenario.script, args.warmup, env)
+            if lasting is not None and args.warmup > 0:
+                _both(load, [lasting[0], lasting[1]], scenario.script, args.warmup, env)
             before, after = [], []
             for number in range(1, args.rounds + 1):
-                first, second = _both(load, urls, scenario.script, args.duration, env)
-                before.append(first.requests_per_second)
-                after.append(second.requests_per_second)
+                with ExitStack() as round_stack:
+                    order, urls = (0, 1), lasting
+                    if urls is None:  # --fresh: new processes, who goes first alternating
+                        order = (0, 1) if number % 2 else (1, 0)
+                        urls = serve(round_stack, order)
+                        if args.warmup > 0:
+                            _both(load, [urls[s] for s in order], scenario.script, args.warmup, env)
+                    measured = _both(
+                        load, [urls[s] for s in order], scenario.script, args.duration, env
+                    )
+                results = dict(zip(order, measured, strict=True))
+                before.append(results[0].requests_per_second)
+                after.append(results[1].requests_per_second)
                 print(
                     f"{scenario.name} round {number}/{args.rounds}: before "
                     f"{before[-1]:,.0f} req/s, after {after[-1]:,.0f} req/s",
