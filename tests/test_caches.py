@@ -23,7 +23,7 @@ from tests.conftest import NOW, FakeClock
 def test_full_key_cache_drops_the_least_recently_used_key(
     database_url: str, make_key: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(auth, "_CACHE_MAX", 2)
+    monkeypatch.setattr(auth, "CACHE_MAX", 2)
     first, second, third = make_key(name="a"), make_key(name="b"), make_key(name="c")
 
     async def scenario() -> tuple[bool, bool, bool]:
@@ -33,13 +33,13 @@ def test_full_key_cache_drops_the_least_recently_used_key(
                 store, clock=FakeClock(), monotonic=lambda: 0.0, cache_seconds=5
             )
             for key in (first, second, first, third):  # second is the least recent
-                await verifier.verify(f"Bearer {key}")
+                await verifier.verify(key)
             for record in await store.list_api_keys():  # revoked: only the cache knows them
                 await keys.revoke(store, record.id, now=NOW)
             outcomes = []
             for key in (first, second, third):
                 try:
-                    await verifier.verify(f"Bearer {key}")
+                    await verifier.verify(key)
                     outcomes.append(True)
                 except errors.Unauthorized:
                     outcomes.append(False)

@@ -157,20 +157,26 @@ async def admitting(
     *,
     limit: str | None,
     failures: str | None = None,
+    cache_seconds: float = 0,
 ) -> list[Verdict]:
     """The verdicts of an :class:`Admission` over the store at ``database_url`` (with
-    the rate ``limit`` and the ``failures`` limit, None: none) on each of ``tries``:
-    (Authorization, client, scope), in order."""
+    the rate ``limit`` and the ``failures`` limit, None: none; keys verified kept for
+    ``cache_seconds``) on each of ``tries``: (Authorization, client, scope), in order."""
     store = await open_store(database_url)
     try:
         admission = Admission(
-            KeyVerifier(store, clock=lambda: NOW, monotonic=lambda: 0.0, cache_seconds=0),
+            KeyVerifier(
+                store, clock=lambda: NOW, monotonic=lambda: 0.0, cache_seconds=cache_seconds
+            ),
             None if limit is None else RateLimiter(limit, counters=Counters()),
             None
             if failures is None
             else FailedAuthentications.from_notation(failures, clock=lambda: 0.0),
         )
-        return [await admission.admit(*attempt) for attempt in tries]
+        return [
+            await admission.admit(None if header is None else header.encode(), client, scope)
+            for header, client, scope in tries
+        ]
     finally:
         await store.close()
 
@@ -203,11 +209,13 @@ def test_admission_without_limits_adds_no_fields_and_counts_failures_per_address
     database_url: str, make_key: Callable[..., str]
 ) -> None:
     reader = f"Bearer {make_key(scopes=[keys.READ])}"
+    unknown = "Bearer petstore_" + "A" * 43
     tries = [
         (reader, None, keys.READ),
-        ("Bearer nope", ("10.0.0.9", 1), keys.READ),
-        ("Bearer nope", ("10.0.0.9", 2), keys.READ),
-        (reader, ("10.0.0.9", 3), keys.READ),  # the address is over its failures
+        ("Bearer nope", ("10.0.0.9", 1), keys.READ),  # malformed: not counted
+        (unknown, ("10.0.0.9", 1), keys.READ),
+        (unknown, ("10.0.0.9", 2), keys.READ),
+        (reader, ("10.0.0.9", 3), keys.READ),  # over its failures, and no key known here
         (reader, ("10.0.0.10", 1), keys.READ),
     ]
     verdicts = asyncio.run(admitting(database_url, tries, limit=None, failures="2/minute"))
@@ -215,7 +223,32 @@ def test_admission_without_limits_adds_no_fields_and_counts_failures_per_address
     assert [type(refusal) for _, _, refusal in verdicts[1:]] == [
         errors.Unauthorized,
         errors.Unauthorized,
+        errors.Unauthorized,
         errors.RateLimited,
         type(None),
     ]
     assert all(headers == [] for _, headers, _ in verdicts)
+
+
+def test_a_key_known_valid_is_admitted_from_an_address_over_its_failures(
+    database_url: str, make_key: Callable[..., str]
+) -> None:
+    """The failure limit stops made-up keys, not an address's good ones (a shared NAT):
+    a key this instance verified before passes; a key it never saw waits the window."""
+    reader = f"Bearer {make_key(scopes=[keys.READ])}"
+    never_seen = f"Bearer {make_key(scopes=[keys.READ])}"
+    unknown = "Bearer petstore_" + "B" * 43
+    nat = ("192.0.2.1", 1)
+    tries = [(reader, nat, keys.READ), (unknown, nat, keys.READ), (unknown, nat, keys.READ)]
+    tries += [(reader, nat, keys.READ), (unknown, nat, keys.READ), (never_seen, nat, keys.READ)]
+    verdicts = asyncio.run(
+        admitting(database_url, tries, limit=None, failures="2/minute", cache_seconds=5)
+    )
+    assert [type(refusal) for _, _, refusal in verdicts] == [
+        type(None),
+        errors.Unauthorized,
+        errors.Unauthorized,
+        type(None),
+        errors.RateLimited,
+        errors.RateLimited,
+    ]

@@ -27,6 +27,8 @@ from petstore.server.http.exchange import Header, Request
 
 #: The allowed hosts of development when ``PETSTORE_ALLOWED_HOSTS`` is not set.
 DEVELOPMENT_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
+#: The longest Host value whose base is remembered: a DNS name (253) and a port.
+MAX_HOST_CHARS = 260
 #: A Host header (RFC 9110 section 7.2): a name or an IPv4 address, or an IPv6
 #: address in brackets, and an optional port.
 _HOST = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
@@ -41,7 +43,8 @@ class LinkBase:
         self.fallback = fallback
         self.allowed_hosts = allowed_hosts
         # (scheme, Host) -> base, the fallback included: a few in practice, bounded
-        # whatever hosts and ports clients name.
+        # whatever hosts and ports clients name (a Host longer than a DNS name and a
+        # port is judged each time, never held).
         self._bases: LRU[tuple[str, str], str] = LRU(64)
 
     def base(self, request: Request) -> str:
@@ -57,7 +60,8 @@ class LinkBase:
             base = self.fallback
         else:
             base = f"{key[0]}://{host.lower()}/"
-        self._bases[key] = base
+        if len(host) <= MAX_HOST_CHARS:
+            self._bases[key] = base
         return base
 
 

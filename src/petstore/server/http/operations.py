@@ -150,7 +150,7 @@ class PetsApi:
         """:meth:`Admission.admit` of ``request`` for ``scope``, to await; operations
         hand its verdict to :meth:`Response.admit` before anything else, so the body
         is read only after it."""
-        return self.admission.admit(request.header(b"authorization"), request.client, scope)
+        return self.admission.admit(request.headers.get(b"authorization"), request.client, scope)
 
     def _deprecation_headers(self, request: Request) -> list[Header]:
         """getPet's D14 headers, the Link absolute under the base of :attr:`links`;

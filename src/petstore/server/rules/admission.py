@@ -12,7 +12,7 @@ from lru import LRU
 
 from petstore.server import errors
 from petstore.server.rules import ratelimit
-from petstore.server.rules.auth import Caller, KeyVerifier
+from petstore.server.rules.auth import Caller, KeyVerifier, bearer_token
 from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.ratelimit import RateLimiter
 
@@ -50,15 +50,17 @@ class Admission:
         self._service_policy = self._policy(None) if rate_limiter is not None else None
 
     async def admit(
-        self, authorization: str | None, client: tuple[str, int] | None, scope: str
+        self, authorization: bytes | None, client: tuple[str, int] | None, scope: str
     ) -> Verdict:
         """The verdict on a request whose ``Authorization`` header is ``authorization``
-        (None when absent), sent from ``client`` (address and port; None when
+        (as sent; None when absent), sent from ``client`` (address and port; None when
         unknown), for an operation needing ``scope`` (``keys.READ`` or ``keys.WRITE``).
 
-        Refused, in this order: 429 when the client's address has failed to authenticate
-        too often; 401 without a valid key; 403 when the key lacks ``scope``; 429 when
-        the request is over its key's rate limit. A 401 or 403 is not counted against
+        Refused, in this order: 401 without a well-formed key (no lookup, not
+        counted); 429 when the client's address has presented too many keys that are
+        not valid and this key is not one this instance knows valid; 401 when the key
+        is not valid; 403 when the key lacks ``scope``; 429 when the request is over
+        its key's rate limit. A 401 or 403 is not counted against
         the key's budget: neither does any work, and a key's budget is for what it may
         do. With a rate limiter, every verdict carries ``RateLimit-Policy`` (the
         service's when no key is known), and a counted one ``RateLimit`` too. Only a
@@ -97,17 +99,23 @@ class Admission:
     def _forbidden(scope: str) -> errors.Forbidden:
         return errors.Forbidden(f"this API key lacks the {scope} scope", scope=scope)
 
-    async def _verify(self, authorization: str | None, client: tuple[str, int] | None) -> Caller:
-        """The caller of the key in ``authorization`` (:meth:`KeyVerifier.verify`), its
-        failure counted against ``client``'s address; an address over the failure
-        limit is refused 429 before its key is looked at (:mod:`.auth_failures`)."""
+    async def _verify(self, authorization: bytes | None, client: tuple[str, int] | None) -> Caller:
+        """The caller of the key in ``authorization`` (:func:`bearer_token`,
+        :meth:`KeyVerifier.verify`). A missing or malformed key costs nothing and is
+        not counted; a well-formed key that is not valid is counted against
+        ``client``'s address, and an address over the failure limit is refused 429
+        before a key this instance does not know valid is looked up
+        (:mod:`.auth_failures`): the limit stops made-up keys, not the good ones."""
+        token = bearer_token(authorization)
         failures = self.failures
+        verifier = self.verifier
         if failures is None:
-            return await self.verifier.verify(authorization)
+            return await verifier.verify(token)
         address = client[0] if client else "-"
-        failures.check(address)
+        if not verifier.known(token):
+            failures.check(address)
         try:
-            return await self.verifier.verify(authorization)
+            return await verifier.verify(token)
         except errors.Unauthorized:
             failures.failed(address)
             raise

@@ -1,14 +1,18 @@
 """Bearer authentication (interface: Authentication; D12, D13; RFC 6750).
 
-:class:`KeyVerifier` turns an ``Authorization`` header into the :class:`Caller` of a
-valid API key (its id, scopes and rate limit) or raises ``errors.Unauthorized``.
+:func:`bearer_token` reads the key out of an ``Authorization`` header, or raises
+``errors.Unauthorized`` for a header that is missing or cannot hold a key, with no
+other work: a header longer than :data:`MAX_AUTHORIZATION_CHARS` is refused before it
+is even split. :class:`KeyVerifier` turns a token into the :class:`Caller` of a valid
+API key (its id, scopes and rate limit) or raises ``errors.Unauthorized``.
+
 Verified keys are cached in process for ``key_cache_seconds`` (at most 5 s, so a
 revocation bites within 5 s everywhere); unknown keys are never cached, so a new key
-works at once. The cache is keyed by the ``Authorization`` value as sent, so a key
-seen in the last seconds costs one cache lookup: no parsing and no SHA-256. It holds
-the 10,000 most recently used entries (an ``lru.LRU``, a dict in C), each with its
-own stale time; like the requests that carry them, they are in the process's memory
-only, never logged or stored.
+works at once. The cache is keyed by the token, never the header as sent, so every
+spelling of one key (``bearer``, padding) shares one entry: it holds at most
+:data:`CACHE_MAX` entries of a key each (about 400 bytes), whatever is sent. Like the
+requests that carry them, the entries are in the process's memory only, never logged
+or stored.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ from petstore.server.clock import Monotonic
 from petstore.server.rules import keys
 from petstore.server.store import Store
 
-_CACHE_MAX = 10_000
+#: Verified keys cached at most (an ``lru.LRU``: the least recently used goes first).
+CACHE_MAX = 10_000
+#: The longest ``Authorization`` value read: ``Bearer`` and a key (59 characters) with
+#: room for stray spaces. Anything longer cannot hold a key and is refused unread.
+MAX_AUTHORIZATION_CHARS = 200
 
 
 class Caller(NamedTuple):
@@ -35,6 +43,28 @@ class Caller(NamedTuple):
     api_key_id: int
     scopes: frozenset[str]
     rate_limit: str | None
+
+
+def bearer_token(authorization: bytes | None) -> str:
+    """The key of the ``Authorization`` value ``authorization`` as sent (``Bearer
+    <key>``, the scheme word any case, D12).
+
+    Raises Unauthorized, ``key_sent`` False, when the header is missing, and
+    ``key_sent`` True when it is longer than :data:`MAX_AUTHORIZATION_CHARS`, has
+    another scheme, or holds no well-formed key (``keys.visible_prefix``).
+    """
+    if not authorization:
+        raise errors.Unauthorized(
+            "an API key is required: Authorization: Bearer <key>", key_sent=False
+        )
+    malformed = errors.Unauthorized("the Authorization header must be: Bearer <key>", key_sent=True)
+    if len(authorization) > MAX_AUTHORIZATION_CHARS:
+        raise malformed
+    scheme, _, value = authorization.partition(b" ")
+    token = value.strip(b" ").decode("latin-1")
+    if scheme.lower() != b"bearer" or keys.visible_prefix(token) is None:
+        raise malformed
+    return token
 
 
 class KeyVerifier:
@@ -53,50 +83,41 @@ class KeyVerifier:
         self._clock = clock
         self._now = monotonic
         self._cache_seconds = cache_seconds
-        # Authorization header -> (caller, expiry or None, monotonic time it goes stale)
-        self._cache: LRU[str, tuple[Caller, datetime | None, float]] = LRU(_CACHE_MAX)
+        # token -> (caller, expiry or None, monotonic time it goes stale)
+        self._cache: LRU[str, tuple[Caller, datetime | None, float]] = LRU(CACHE_MAX)
 
-    async def verify(self, authorization: str | None) -> Caller:
-        """The caller whose API key is in ``authorization`` (``Bearer <key>``, scheme
-        any case).
+    def known(self, token: str) -> bool:
+        """Whether ``token`` was valid when this verifier last looked it up (its entry
+        may be stale: :meth:`verify` looks again). A key that failed is not known."""
+        return token in self._cache
 
-        Raises Unauthorized when the header is missing, malformed, or names a key
-        that is unknown, revoked or expired.
+    async def verify(self, token: str) -> Caller:
+        """The caller whose API key is ``token`` (from :func:`bearer_token`).
+
+        Raises Unauthorized when it names a key that is unknown, revoked or expired.
         """
-        cached = self._cache.get(authorization) if authorization else None
+        cached = self._cache.get(token)
         if cached is not None and cached[2] > self._now():
             caller, expires_at, _ = cached
         else:
-            caller, expires_at = await self._lookup(authorization)
+            caller, expires_at = await self._lookup(token)
         if expires_at is not None and expires_at <= self._clock():
             raise errors.Unauthorized("the API key has expired", key_sent=True)
         return caller
 
-    async def _lookup(self, authorization: str | None) -> tuple[Caller, datetime | None]:
-        """Parse ``authorization``, find its key in the store and cache it when valid:
-        (caller, expiry). Raises Unauthorized as :meth:`verify` does."""
-        if not authorization:
-            raise errors.Unauthorized(
-                "an API key is required: Authorization: Bearer <key>", key_sent=False
-            )
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise errors.Unauthorized(
-                "the Authorization header must be: Bearer <key>", key_sent=True
-            )
+    async def _lookup(self, token: str) -> tuple[Caller, datetime | None]:
+        """Find ``token``'s key in the store and cache it when valid: (caller,
+        expiry). Raises Unauthorized as :meth:`verify` does, forgetting the token."""
         prefix = keys.visible_prefix(token)
-        invalid = errors.Unauthorized("the API key is not valid", key_sent=True)
-        if prefix is None:
-            raise invalid
         key_hash = keys.hash_key(token)
-        for record in await self._store.find_api_keys(prefix):
+        for record in await self._store.find_api_keys(prefix or ""):
             if hmac.compare_digest(record.key_hash, key_hash):
                 if record.revoked_at is not None:
                     break
                 caller = Caller(record.id, frozenset(record.scopes), record.rate_limit)
                 if self._cache_seconds > 0:
                     stale_at = self._now() + self._cache_seconds
-                    self._cache[authorization] = (caller, record.expires_at, stale_at)
+                    self._cache[token] = (caller, record.expires_at, stale_at)
                 return caller, record.expires_at
-        raise invalid
+        self._cache.pop(token, None)
+        raise errors.Unauthorized("the API key is not valid", key_sent=True)
