@@ -168,7 +168,7 @@ def make_key(database_url: str, clock: FakeClock) -> Callable[..., str]:
             store = await open_store(database_url)
             try:
                 _, key = await keys.create(
-                    store,
+                    store.api_keys,
                     name=name,
                     now=clock(),
                     expires_at=expires_at,

@@ -40,15 +40,15 @@ class Lookups:
         matched = app.router.match("/v1/pets")
         assert matched is not None
         pets_api = matched[0].methods["GET"][0].__self__  # type: ignore[attr-defined]
-        store = pets_api.admission.verifier._store
-        found = store.find_api_keys
+        api_keys = pets_api.admission.verifier._api_keys
+        found = api_keys.find
         self.count = 0
 
         async def counted(prefix: str) -> Any:
             self.count += 1
             return await found(prefix)
 
-        store.find_api_keys = counted
+        api_keys.find = counted
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from starlette.testclient import TestClient
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.store import migrate
-from petstore.server.store.postgres import STATEMENTS
 from petstore.server.store.postgres_pool import PostgresDatabase
 from tests.conftest import FakeClock, redis_url, run_sql
 from tests.tcpproxy import Cut, TcpProxy
@@ -70,7 +69,7 @@ D25_OPTIONS = {"keepalive": 1, "idle": 2, "interval": 1, "count": 3, "user_timeo
 
 def pool_keepalives(url: str) -> dict[str, int]:
     async def scenario() -> dict[str, int]:
-        database = PostgresDatabase(url, statements=STATEMENTS, size=2, timeout=STORE_TIMEOUT)
+        database = PostgresDatabase(url, size=2, timeout=STORE_TIMEOUT)
         await database.open()
         try:
             async with database._pool.connection() as conn:
@@ -119,7 +118,7 @@ def app_through(
     async def make_key() -> str:
         store = await open_store(database_url)
         try:
-            _, key = await keys.create(store, name="t", now=clock(), expires_at=None)
+            _, key = await keys.create(store.api_keys, name="t", now=clock(), expires_at=None)
         finally:
             await store.close()
         return key
@@ -260,7 +259,7 @@ def test_a_paused_redis_fails_open_at_once_and_counting_resumes(
     async def make_key() -> str:
         store = await open_store(database_url)
         try:
-            _, key = await keys.create(store, name="t", now=clock(), expires_at=None)
+            _, key = await keys.create(store.api_keys, name="t", now=clock(), expires_at=None)
         finally:
             await store.close()
         return key

@@ -16,6 +16,7 @@ from petstore.server.rules import auth, keys, pagination
 from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import open_store
+from petstore.server.store.changes import PetChanges
 from petstore.server.store.counters import Counters
 from tests.conftest import NOW, FakeClock
 
@@ -30,12 +31,12 @@ def test_full_key_cache_drops_the_least_recently_used_key(
         store = await open_store(database_url)
         try:
             verifier = auth.KeyVerifier(
-                store, clock=FakeClock(), monotonic=lambda: 0.0, cache_seconds=5
+                store.api_keys, clock=FakeClock(), monotonic=lambda: 0.0, cache_seconds=5
             )
             for key in (first, second, first, third):  # second is the least recent
                 await verifier.verify(key)
-            for record in await store.list_api_keys():  # revoked: only the cache knows them
-                await keys.revoke(store, record.id, now=NOW)
+            for record in await store.api_keys.list_all():  # revoked: only the cache knows them
+                await keys.revoke(store.api_keys, record.id, now=NOW)
             outcomes = []
             for key in (first, second, third):
                 try:
@@ -69,7 +70,16 @@ class ServedPages:
 
 def kept(max_bytes: int, bodies: dict[str | None, bytes]) -> tuple[KeptPages, ServedPages]:
     served = ServedPages(bodies)
-    return KeptPages(served, monotonic=lambda: 0.0, max_bytes=max_bytes), served
+    return KeptPages(served, changes=unchanging(), max_bytes=max_bytes), served
+
+
+def unchanging() -> PetChanges:
+    """A change signal whose clock stands still and whose database keeps no version."""
+
+    async def no_version() -> None:
+        return None
+
+    return PetChanges(no_version, monotonic=lambda: 0.0)
 
 
 def asked_for(pages: KeptPages, served: ServedPages, *cursors: str | None) -> int:

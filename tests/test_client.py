@@ -428,7 +428,7 @@ def test_get_pet_after_the_sunset_is_gone_error(migrated_template: Path, tmp_pat
     async def scenario() -> GoneError:
         store = await open_store(database_url)
         try:
-            _, key = await keys.create(store, name="sunset", now=clock(), expires_at=None)
+            _, key = await keys.create(store.api_keys, name="sunset", now=clock(), expires_at=None)
         finally:
             await store.close()
         transport = httpx.ASGITransport(app=app)

@@ -1,13 +1,16 @@
-"""Each speed device gives the plain store's answers (issue: the core; STYLE "Mend").
+"""Each speed device gives the plain store's answers (STYLE "Mend").
 
 A stateful property test (hypothesis) runs random sequences of creates (one at a
-time and many at once, with and without an Idempotency-Key), getPets, list walks
-and changes made outside the API (an operator's UPDATE or DELETE in SQL) against two
-stores on one database: the plain store and the same store inside the devices under
-test (``server.app.compose_store``, and ``KeptPages`` around the pages), moving the
-injected clock by hand. Both must answer alike and as a model of the database does,
-except that an animal or page changed outside the API may be answered as it was for
-up to ``KEPT_SECONDS`` after the change (docs/operations/run.md, section 1). No test sleeps.
+time and many at once, with and without an Idempotency-Key), getPets, list walks,
+changes made through a store's own write path (``PetRepository.change``, the seam
+every write that changes animals uses) and changes made outside the API (an
+operator's UPDATE or DELETE in SQL) against two stores on one database: the plain
+store and a store inside the devices under test (``server.app.compose_store``, and
+``KeptPages`` around its pages), moving the injected clock by hand. Both must answer
+alike and as a model of the database does. A change through the devices' own store
+is answered at once; one made elsewhere (outside the API, or through the plain
+store, another instance as far as the devices can tell) may be answered as it was
+for up to ``KEPT_SECONDS`` after the change (docs/operations/run.md). No test sleeps.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from petstore.server.rules.idempotency import TTL, fingerprint
 from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.pagination import CursorSigner, Pages, PageSource
 from petstore.server.store import IdempotencyClaim, Store, open_store
-from petstore.server.store.decorator import StoreDecorator
-from petstore.server.store.kept_pets import KEPT_SECONDS, KeptPets
+from petstore.server.store.changes import KEPT_SECONDS
+from petstore.server.store.driver import Transaction
 from tests.conftest import NOW, run_sql
 
 T = TypeVar("T")
@@ -48,12 +51,16 @@ STATUSES = st.sampled_from(list(PetStatus))
 KEYS = st.sampled_from(["k1", "k2", "k3"])
 
 
-async def settle(store: Store) -> None:
-    """Wait for the background work of the devices around ``store``, if any."""
-    while isinstance(store, StoreDecorator):
-        if isinstance(store, KeptPets):
-            await store.settled()
-        store = store.inner
+#: A change through a store's own write path, in each dialect: one animal renamed or
+#: deleted, by id.
+RENAME = {
+    "sqlite": "UPDATE pets SET name = name || '~' WHERE id = :id RETURNING id",
+    "postgres": "UPDATE pets SET name = name || '~' WHERE id = %(id)s RETURNING id",
+}
+DELETE = {
+    "sqlite": "DELETE FROM pets WHERE id = :id RETURNING id",
+    "postgres": "DELETE FROM pets WHERE id = %(id)s RETURNING id",
+}
 
 
 def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
@@ -77,14 +84,15 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
                 read_grouping="read_grouping" in devices,
                 keep_answers="keep_answers" in devices,
             )
+            self.dialect = "sqlite" if url.startswith("sqlite") else "postgres"
             self.plain: Store = self.run(open_store(url))
             self.devices = compose_store(chosen, monotonic=lambda: self.now)
             self.run(self.devices.open())
             signer = CursorSigner(b"equivalence-test-cursor-secret-0123456789")
-            self.plain_pages = Pages(self.plain, signer)
-            self.pages: PageSource = Pages(self.devices, signer)
+            self.plain_pages = Pages(self.plain.pets, signer)
+            self.pages: PageSource = Pages(self.devices.pets, signer)
             if chosen.keep_answers:
-                self.pages = KeptPages(self.pages, monotonic=lambda: self.now)
+                self.pages = KeptPages(self.pages, changes=self.devices.changes)
 
         def run(self, work: Coroutine[Any, Any, T]) -> T:
             return self.loop.run_until_complete(work)
@@ -109,11 +117,11 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
         @rule(name=NAMES, status=STATUSES, through_devices=st.booleans())
         def create(self, name: str, status: PetStatus, through_devices: bool) -> None:
             store = self.devices if through_devices else self.plain
-            pet = self.run(store.create_pet(NewPet(name, 1, status)))
+            pet = self.run(store.pets.create(NewPet(name, 1, status)))
             assert pet.id not in self.model
             assert pet.id > max(self.model, default=0)
             self.model[pet.id] = pet
-            assert self.run(self.devices.get_pet(pet.id)) == pet  # read your writes
+            assert self.run(self.devices.pets.get(pet.id)) == pet  # read your writes
 
         @rule(count=st.integers(2, 6), name=NAMES)
         def create_together(self, count: int, name: str) -> None:
@@ -121,7 +129,7 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             news = [NewPet(f"{name} {n % 2}", 1 + n % 2, PetStatus.PENDING) for n in range(count)]
 
             async def together() -> list[Pet]:
-                return list(await asyncio.gather(*map(self.devices.create_pet, news)))
+                return list(await asyncio.gather(*map(self.devices.pets.create, news)))
 
             pets = self.run(together())
             assert [(p.name, p.category_id, p.status) for p in pets] == [
@@ -138,20 +146,56 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             store = self.devices if through_devices else self.plain
             new = NewPet(name, 2, PetStatus.SOLD)
             claim = IdempotencyClaim(1, key, fingerprint(new), NOW, NOW - TTL)
-            outcome = self.run(store.create_pet_with_key(new, claim=claim))
+            outcome = self.run(store.pets.create_with_key(new, claim=claim))
             if key in self.claims:
                 assert outcome.replayed
-                assert (outcome.record.fingerprint, outcome.record.pet_id) == self.claims[key]
+                assert (outcome.record.fingerprint, outcome.record.pet.id) == self.claims[key]
             else:
                 assert not outcome.replayed
-                pet_id = outcome.record.pet_id
+                pet_id = outcome.record.pet.id
                 self.claims[key] = (claim.fingerprint, pet_id)
                 self.model[pet_id] = Pet(pet_id, new.name, new.category_id, new.status)
             found = self.run(
-                self.plain.find_idempotency_record(1, key, created_after=NOW - timedelta(hours=1))
+                self.plain.idempotency_records.find(1, key, created_after=NOW - timedelta(hours=1))
             )
             assert found is not None
-            assert found.pet_id == self.claims[key][1]
+            assert found.pet.id == self.claims[key][1]
+
+        # Changes through a store's own write path ---------------------------------
+
+        @rule(data=st.data(), delete=st.booleans(), through_devices=st.booleans())
+        def change_through_a_store(
+            self, data: st.DataObject, delete: bool, through_devices: bool
+        ) -> None:
+            """An animal changed or deleted through ``PetRepository.change``, as an
+            operation that changes animals would. Through the devices' own store, every
+            answer of that store is the new one at once; through the plain store, the
+            devices' store may answer as it was within the bound, as for a change made
+            outside the API."""
+            if not self.model:
+                return
+            pet_id = data.draw(st.sampled_from(sorted(self.model)))
+            # Kept, where kept answers are on: the animal, and the pages of a walk.
+            self.run(self.devices.pets.get(pet_id))
+            self.run(self.walked(self.pages, None, 2))
+            store = self.devices if through_devices else self.plain
+            statement = (DELETE if delete else RENAME)[self.dialect]
+
+            async def work(tx: Transaction) -> None:
+                assert await tx.fetch(statement, {"id": pet_id}) == [{"id": pet_id}]
+
+            if not through_devices:
+                self.replaced.setdefault(pet_id, []).append((self.now, self.model[pet_id]))
+            self.run(store.pets.change(work))
+            if delete:
+                del self.model[pet_id]
+            else:
+                old = self.model[pet_id]
+                self.model[pet_id] = Pet(pet_id, old.name + "~", old.category_id, old.status)
+            if through_devices:
+                self.replaced.clear()  # every answer kept before is dropped
+                assert self.run(self.devices.pets.get(pet_id)) == self.model.get(pet_id)
+                self.walk(None, 2)
 
         # Changes made outside the API, and time ------------------------------------
 
@@ -179,13 +223,13 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             if not self.model:
                 return
             pet_id = data.draw(st.sampled_from(sorted(self.model)))
-            self.run(self.devices.get_pet(pet_id))
+            self.run(self.devices.pets.get(pet_id))
             self.change(pet_id, delete=delete)
             self.now += 1.5
-            self.run(self.devices.get_pet(pet_id))
-            self.run(settle(self.devices))
+            self.run(self.devices.pets.get(pet_id))
+            self.run(self.devices.changes.settled())
             self.now += KEPT_SECONDS - 1.0  # the bound from the change, not from the look
-            assert self.run(self.devices.get_pet(pet_id)) == self.model.get(pet_id)
+            assert self.run(self.devices.pets.get(pet_id)) == self.model.get(pet_id)
 
         @rule(seconds=st.sampled_from([0.5, 1.5, 3.0, KEPT_SECONDS, 6.0]))
         def advance(self, seconds: float) -> None:
@@ -197,9 +241,9 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
         def get(self, data: st.DataObject) -> None:
             known = sorted({*self.model, *self.replaced})
             pet_id = data.draw(st.sampled_from([*known, self.next_id(), 0]))
-            plain = self.run(self.plain.get_pet(pet_id))
+            plain = self.run(self.plain.pets.get(pet_id))
             assert plain == self.model.get(pet_id)
-            answer = self.run(self.devices.get_pet(pet_id))
+            answer = self.run(self.devices.pets.get(pet_id))
             if self.settled(pet_id):
                 assert answer == plain
             else:  # within the bound: as it is, or as it was less than the bound ago
@@ -213,7 +257,7 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             pet_ids = data.draw(st.lists(choices, min_size=count, max_size=count))
 
             async def together() -> list[Pet | None]:
-                return list(await asyncio.gather(*map(self.devices.get_pet, pet_ids)))
+                return list(await asyncio.gather(*map(self.devices.pets.get, pet_ids)))
 
             for pet_id, answer in zip(pet_ids, self.run(together()), strict=True):
                 if self.settled(pet_id):
@@ -247,7 +291,7 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
         @invariant()
         def every_created_animal_is_found_by_the_plain_store(self) -> None:
             ids = sorted(self.model)[-8:]
-            assert self.run(self.plain.get_pets(ids)) == [self.model[i] for i in ids]
+            assert self.run(self.plain.pets.get_many(ids)) == [self.model[i] for i in ids]
 
     return Equivalence
 

@@ -173,7 +173,9 @@ def test_each_key_has_its_own_row_and_hash(database_url: str, make_key: Callable
 
 
 def test_created_record_never_carries_the_secret_or_hash(database_url: str) -> None:
-    record, key = run_with_store(database_url, lambda store: keys.create(store, name="ci", now=NOW))
+    record, key = run_with_store(
+        database_url, lambda store: keys.create(store.api_keys, name="ci", now=NOW)
+    )
     assert isinstance(record, ApiKey)
     assert set(record.__struct_fields__) == {
         "id",
@@ -194,7 +196,8 @@ def test_created_record_never_carries_the_secret_or_hash(database_url: str) -> N
 def test_expiry_is_stored_in_utc(database_url: str) -> None:
     expiry = datetime(2030, 1, 1, 4, 0, tzinfo=timezone(timedelta(hours=2)))
     record, _ = run_with_store(
-        database_url, lambda store: keys.create(store, name="ci", now=NOW, expires_at=expiry)
+        database_url,
+        lambda store: keys.create(store.api_keys, name="ci", now=NOW, expires_at=expiry),
     )
     assert record.expires_at == datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
     assert record.expires_at.utcoffset() == timedelta(0)
@@ -220,23 +223,25 @@ def test_create_refuses_bad_name_or_expiry(
     with pytest.raises(ValueError, match=message):
         run_with_store(
             database_url,
-            lambda store: keys.create(store, name=name, now=NOW, expires_at=expires_at),
+            lambda store: keys.create(store.api_keys, name=name, now=NOW, expires_at=expires_at),
         )
     assert api_key_rows(database_url) == []
 
 
 @pytest.mark.parametrize("name", ["x", "x" * 100, "ci runner #1", "ünïcødé"])
 def test_create_accepts_names_of_1_to_100_characters(database_url: str, name: str) -> None:
-    record, _ = run_with_store(database_url, lambda store: keys.create(store, name=name, now=NOW))
+    record, _ = run_with_store(
+        database_url, lambda store: keys.create(store.api_keys, name=name, now=NOW)
+    )
     assert record.name == name
     assert [row["name"] for row in api_key_rows(database_url)] == [name]
 
 
 def test_dev_key_is_created_only_when_no_key_is_active(database_url: str) -> None:
-    first = run_with_store(database_url, lambda store: keys.ensure_dev_key(store, now=NOW))
+    first = run_with_store(database_url, lambda store: keys.ensure_dev_key(store.api_keys, now=NOW))
     assert first is not None
     assert KEY_RE.fullmatch(first)
-    again = run_with_store(database_url, lambda store: keys.ensure_dev_key(store, now=NOW))
+    again = run_with_store(database_url, lambda store: keys.ensure_dev_key(store.api_keys, now=NOW))
     assert again is None
     assert [row["name"] for row in api_key_rows(database_url)] == ["dev"]
 
@@ -246,7 +251,9 @@ def test_dev_key_is_created_when_every_key_is_expired(
 ) -> None:
     make_key(name="old", expires_at=NOW + timedelta(hours=1))
     later = NOW + timedelta(hours=2)
-    created = run_with_store(database_url, lambda store: keys.ensure_dev_key(store, now=later))
+    created = run_with_store(
+        database_url, lambda store: keys.ensure_dev_key(store.api_keys, now=later)
+    )
     assert created is not None
     assert [row["name"] for row in api_key_rows(database_url)] == ["old", "dev"]
 
@@ -258,8 +265,8 @@ def test_list_keys_gives_every_key_by_id_and_no_secret(
     database_url: str, make_key: Callable[..., str]
 ) -> None:
     issued = [make_key(name="a"), make_key(name="b", expires_at=NOW + timedelta(days=1))]
-    run_with_store(database_url, lambda store: keys.revoke(store, 1, now=NOW))
-    listed = run_with_store(database_url, keys.list_keys)
+    run_with_store(database_url, lambda store: keys.revoke(store.api_keys, 1, now=NOW))
+    listed = run_with_store(database_url, lambda store: keys.list_keys(store.api_keys))
     assert [(r.id, r.name) for r in listed] == [(1, "a"), (2, "b")]
     assert [r.revoked_at for r in listed] == [NOW, None]
     assert listed[1].expires_at == NOW + timedelta(days=1)
@@ -269,7 +276,7 @@ def test_list_keys_gives_every_key_by_id_and_no_secret(
 
 
 def test_list_keys_of_an_empty_store_is_empty(database_url: str) -> None:
-    assert run_with_store(database_url, keys.list_keys) == []
+    assert run_with_store(database_url, lambda store: keys.list_keys(store.api_keys)) == []
 
 
 def test_revoke_marks_the_key_revoked_in_utc_once(
@@ -277,10 +284,15 @@ def test_revoke_marks_the_key_revoked_in_utc_once(
 ) -> None:
     make_key(name="a")
     at = datetime(2026, 11, 21, 14, 0, tzinfo=timezone(timedelta(hours=2)))
-    assert run_with_store(database_url, lambda store: keys.revoke(store, 1, now=at)) is True
+    assert (
+        run_with_store(database_url, lambda store: keys.revoke(store.api_keys, 1, now=at)) is True
+    )
     later = NOW + timedelta(hours=1)
-    assert run_with_store(database_url, lambda store: keys.revoke(store, 1, now=later)) is False
-    (record,) = run_with_store(database_url, keys.list_keys)
+    assert (
+        run_with_store(database_url, lambda store: keys.revoke(store.api_keys, 1, now=later))
+        is False
+    )
+    (record,) = run_with_store(database_url, lambda store: keys.list_keys(store.api_keys))
     assert record.revoked_at == NOW
     assert record.revoked_at.utcoffset() == timedelta(0)
 
@@ -290,7 +302,10 @@ def test_revoking_an_unknown_key_is_false(
     database_url: str, make_key: Callable[..., str], key_id: int
 ) -> None:
     make_key(name="a")
-    assert run_with_store(database_url, lambda store: keys.revoke(store, key_id, now=NOW)) is False
+    assert (
+        run_with_store(database_url, lambda store: keys.revoke(store.api_keys, key_id, now=NOW))
+        is False
+    )
     assert [row["revoked_at"] for row in api_key_rows(database_url)] == [None]
 
 
@@ -298,6 +313,7 @@ def test_revoke_refuses_a_naive_time(database_url: str, make_key: Callable[..., 
     make_key(name="a")
     with pytest.raises(ValueError, match="zone"):
         run_with_store(
-            database_url, lambda store: keys.revoke(store, 1, now=datetime(2026, 11, 21, 12, 0))
+            database_url,
+            lambda store: keys.revoke(store.api_keys, 1, now=datetime(2026, 11, 21, 12, 0)),
         )
     assert [row["revoked_at"] for row in api_key_rows(database_url)] == [None]

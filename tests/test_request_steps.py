@@ -166,7 +166,10 @@ async def admitting(
     try:
         admission = Admission(
             KeyVerifier(
-                store, clock=lambda: NOW, monotonic=lambda: 0.0, cache_seconds=cache_seconds
+                store.api_keys,
+                clock=lambda: NOW,
+                monotonic=lambda: 0.0,
+                cache_seconds=cache_seconds,
             ),
             None if limit is None else RateLimiter(limit, counters=Counters()),
             None

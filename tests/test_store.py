@@ -25,8 +25,8 @@ from petstore.server.store import (
     migrate,
     open_store,
 )
-from petstore.server.store.postgres import PostgresStore
-from petstore.server.store.sqlite import SQLiteStore
+from petstore.server.store.postgres import PostgresDatabase
+from petstore.server.store.sqlite import SQLiteDatabase
 from tests.conftest import (
     ALL_SCOPES_DEFAULT_LIMIT,
     NOW,
@@ -75,8 +75,8 @@ def test_create_store_picks_the_backend_without_io_thread_or_loop(tmp_path: Path
     path = tmp_path / "not-yet" / "petstore.db"
     sqlite_store = create_store(f"sqlite:///{path}")
     postgres_store = create_store(UNREACHABLE_POSTGRES, pool_size=3)
-    assert isinstance(sqlite_store, SQLiteStore)
-    assert isinstance(postgres_store, PostgresStore)
+    assert isinstance(sqlite_store.database, SQLiteDatabase)
+    assert isinstance(postgres_store.database, PostgresDatabase)
     assert not path.parent.exists()
     assert threading.active_count() == threads
 
@@ -113,15 +113,15 @@ async def assert_every_call_is_unavailable(store: Store) -> None:
     pet = NewPet(name="Rex", category_id=1, status=PetStatus.AVAILABLE)
     claim = IdempotencyClaim(1, "k", "fp", NOW, NOW - timedelta(days=1))
     calls = [
-        store.get_pet(1),
-        store.list_pets(status=None, after_id=0, limit=10),
-        store.get_pets([1]),
-        store.create_pet(pet),
-        store.create_pets([pet]),
-        store.create_pet_with_key(pet, claim=claim),
-        store.find_idempotency_record(1, "k", created_after=NOW),
-        store.purge_idempotency_records(created_before=NOW),
-        store.create_api_key(
+        store.pets.get(1),
+        store.pets.list_page(status=None, after_id=0, limit=10),
+        store.pets.get_many([1]),
+        store.pets.create(pet),
+        store.pets.create_many([pet]),
+        store.pets.create_with_key(pet, claim=claim),
+        store.idempotency_records.find(1, "k", created_after=NOW),
+        store.idempotency_records.purge(created_before=NOW),
+        store.api_keys.create(
             name="k",
             prefix="p",
             key_hash="h",
@@ -129,10 +129,10 @@ async def assert_every_call_is_unavailable(store: Store) -> None:
             expires_at=None,
             **ALL_SCOPES_DEFAULT_LIMIT,
         ),
-        store.list_api_keys(),
-        store.revoke_api_key(1, at=NOW),
-        store.find_api_keys("p"),
-        store.count_active_api_keys(now=NOW),
+        store.api_keys.list_all(),
+        store.api_keys.revoke(1, at=NOW),
+        store.api_keys.find("p"),
+        store.api_keys.count_active(now=NOW),
     ]
     for call in calls:
         with pytest.raises(errors.Unavailable):
@@ -215,11 +215,11 @@ def test_purge_deletes_the_records_created_before_and_counts_them(database_url: 
                 created_at = NOW - timedelta(days=age)
                 claim = IdempotencyClaim(1, f"k{i}", "fp", created_at, created_at)
                 new = NewPet(name=f"p{i}", category_id=1, status=PetStatus.AVAILABLE)
-                await store.create_pet_with_key(new, claim=claim)
+                await store.pets.create_with_key(new, claim=claim)
             cutoff = NOW - timedelta(days=1)
             return (
-                await store.purge_idempotency_records(created_before=cutoff),
-                await store.purge_idempotency_records(created_before=cutoff),
+                await store.idempotency_records.purge(created_before=cutoff),
+                await store.idempotency_records.purge(created_before=cutoff),
                 len(run_sql(database_url, "SELECT * FROM idempotency_records")),
             )
         finally:

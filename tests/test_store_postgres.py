@@ -8,7 +8,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
-from unittest.mock import ANY
 
 import psycopg
 import pytest
@@ -19,11 +18,12 @@ from petstore.server.store import (
     ClaimOutcome,
     IdempotencyClaim,
     IdempotencyRecord,
+    Store,
     migrate,
     open_store,
 )
 from petstore.server.store.group_commit import GroupCommit
-from petstore.server.store.postgres import ID_ORDER_LOCK, PostgresStore
+from petstore.server.store.postgres import DIALECT, ID_ORDER_LOCK, PostgresDatabase
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
@@ -45,9 +45,14 @@ def url(migrated_url: str) -> str:
     return migrated_url
 
 
+def postgres_store(url: str, *, pool_size: int = 10, timeout: float = 5.0) -> Store:
+    """A store on ``url`` whose every wait is bounded by ``timeout`` seconds."""
+    return Store(PostgresDatabase(url, size=pool_size, timeout=timeout), DIALECT)
+
+
 def run(
     url: str,
-    scenario: Callable[[PostgresStore], Awaitable[T]],
+    scenario: Callable[[Store], Awaitable[T]],
     *,
     pool_size: int = 10,
     timeout: float = 5.0,
@@ -55,7 +60,7 @@ def run(
     """Open a store on ``url``, run ``scenario`` with it and close it, on one loop."""
 
     async def main() -> T:
-        store = PostgresStore(url, pool_size=pool_size, timeout=timeout)
+        store = postgres_store(url, pool_size=pool_size, timeout=timeout)
         await store.open()
         try:
             return await scenario(store)
@@ -70,13 +75,13 @@ def new_pet(name: str, status: PetStatus = PetStatus.AVAILABLE) -> NewPet:
 
 
 def test_created_pet_is_returned_by_get_and_list(url: str) -> None:
-    async def scenario(store: PostgresStore) -> tuple[Pet, Pet | None, list[Pet], Pet | None]:
-        pet = await store.create_pet(NewPet(name="Rex", category_id=7, status=PetStatus.SOLD))
+    async def scenario(store: Store) -> tuple[Pet, Pet | None, list[Pet], Pet | None]:
+        pet = await store.pets.create(NewPet(name="Rex", category_id=7, status=PetStatus.SOLD))
         return (
             pet,
-            await store.get_pet(pet.id),
-            await store.list_pets(status=None, after_id=0, limit=10),
-            await store.get_pet(pet.id + 1),
+            await store.pets.get(pet.id),
+            await store.pets.list_page(status=None, after_id=0, limit=10),
+            await store.pets.get(pet.id + 1),
         )
 
     pet, got, listed, missing = run(url, scenario)
@@ -90,12 +95,14 @@ def test_created_pet_is_returned_by_get_and_list(url: str) -> None:
 def test_list_is_ascending_and_pages_by_id_with_status_filter(url: str) -> None:
     statuses = [PetStatus.AVAILABLE, PetStatus.SOLD, PetStatus.AVAILABLE] * 4
 
-    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[list[Pet]]]:
+    async def scenario(store: Store) -> tuple[list[Pet], list[list[Pet]]]:
         for i, status in enumerate(statuses):
-            await store.create_pet(new_pet(f"pet {i}", status))
-        everything = await store.list_pets(status=None, after_id=0, limit=100)
+            await store.pets.create(new_pet(f"pet {i}", status))
+        everything = await store.pets.list_page(status=None, after_id=0, limit=100)
         pages, after_id = [], 0
-        while page := await store.list_pets(status=PetStatus.AVAILABLE, after_id=after_id, limit=3):
+        while page := await store.pets.list_page(
+            status=PetStatus.AVAILABLE, after_id=after_id, limit=3
+        ):
             pages.append(page)
             after_id = page[-1].id
         return everything, pages
@@ -110,12 +117,12 @@ def test_list_is_ascending_and_pages_by_id_with_status_filter(url: str) -> None:
 
 
 def test_ids_increase_and_are_not_reused_after_deleting_the_highest(url: str) -> None:
-    async def scenario(store: PostgresStore) -> tuple[Pet, Pet, Pet]:
-        first = await store.create_pet(new_pet("a"))
-        second = await store.create_pet(new_pet("b"))
+    async def scenario(store: Store) -> tuple[Pet, Pet, Pet]:
+        first = await store.pets.create(new_pet("a"))
+        second = await store.pets.create(new_pet("b"))
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DELETE FROM pets WHERE id = %s", (second.id,))
-        third = await store.create_pet(new_pet("c"))
+        third = await store.pets.create(new_pet("c"))
         return first, second, third
 
     first, second, third = run(url, scenario)
@@ -123,10 +130,10 @@ def test_ids_increase_and_are_not_reused_after_deleting_the_highest(url: str) ->
 
 
 def test_concurrent_creates_get_distinct_ids_and_are_all_listed(url: str) -> None:
-    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[Pet]]:
-        created = await asyncio.gather(*(store.create_pet(new_pet(f"p{i}")) for i in range(200)))
+    async def scenario(store: Store) -> tuple[list[Pet], list[Pet]]:
+        created = await asyncio.gather(*(store.pets.create(new_pet(f"p{i}")) for i in range(200)))
         listed: list[Pet] = []
-        while page := await store.list_pets(
+        while page := await store.pets.list_page(
             status=None, after_id=listed[-1].id if listed else 0, limit=100
         ):
             listed.extend(page)
@@ -143,9 +150,9 @@ def test_creates_in_one_statement_each_get_their_own_animal(url: str) -> None:
     content, stored under the id it was given; equal NewPets take ascending ids."""
     asked = [new_pet("twin"), new_pet("solo", PetStatus.SOLD), new_pet("twin"), new_pet("x")]
 
-    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[Pet]]:
-        created = await store.create_pets(asked)
-        return created, await store.list_pets(status=None, after_id=0, limit=100)
+    async def scenario(store: Store) -> tuple[list[Pet], list[Pet]]:
+        created = await store.pets.create_many(asked)
+        return created, await store.pets.list_page(status=None, after_id=0, limit=100)
 
     created, listed = run(url, scenario)
     for new, pet in zip(asked, created, strict=True):
@@ -159,23 +166,23 @@ def test_a_create_whose_key_is_taken_stores_nothing_and_answers_the_record(url: 
     record that won, replayed."""
     claim = IdempotencyClaim(1, "k1", "fp-k1", NOW, NOW - timedelta(days=1))
 
-    async def scenario(store: PostgresStore) -> tuple[list[ClaimOutcome], list[Pet]]:
-        first = await store.create_pet_with_key(new_pet("solo"), claim=claim)
-        again = await store.create_pet_with_key(new_pet("again"), claim=claim)
-        return [first, again], await store.list_pets(status=None, after_id=0, limit=100)
+    async def scenario(store: Store) -> tuple[list[ClaimOutcome], list[Pet]]:
+        first = await store.pets.create_with_key(new_pet("solo"), claim=claim)
+        again = await store.pets.create_with_key(new_pet("again"), claim=claim)
+        return [first, again], await store.pets.list_page(status=None, after_id=0, limit=100)
 
     (first, again), listed = run(url, scenario)
     assert not first.replayed
     assert again.replayed
-    assert again.record == IdempotencyRecord(1, "k1", "fp-k1", first.record.pet_id, ANY, NOW)
+    assert again.record == IdempotencyRecord(1, "k1", "fp-k1", first.record.pet, NOW)
     assert [pet.name for pet in listed] == ["solo"]
 
 
 def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None:
     later = NOW + timedelta(days=1)
 
-    async def scenario(store: PostgresStore) -> None:
-        forever = await store.create_api_key(
+    async def scenario(store: Store) -> None:
+        forever = await store.api_keys.create(
             name="ci",
             prefix="pk_aaaa",
             key_hash="h1",
@@ -183,7 +190,7 @@ def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None
             expires_at=None,
             **ALL_SCOPES_DEFAULT_LIMIT,
         )
-        expiring = await store.create_api_key(
+        expiring = await store.api_keys.create(
             name="temp",
             prefix="pk_bbbb",
             key_hash="h2",
@@ -195,34 +202,34 @@ def test_api_keys_are_created_found_listed_revoked_and_counted(url: str) -> None
         assert forever.created_at.tzinfo is not None
         assert (expiring.expires_at, expiring.revoked_at) == (later, None)
 
-        found = await store.find_api_keys("pk_bbbb")
+        found = await store.api_keys.find("pk_bbbb")
         assert [(r.id, r.key_hash, r.expires_at, r.revoked_at) for r in found] == [
             (expiring.id, "h2", later, None)
         ]
-        assert await store.find_api_keys("pk_none") == []
-        assert await store.list_api_keys() == [forever, expiring]
+        assert await store.api_keys.find("pk_none") == []
+        assert await store.api_keys.list_all() == [forever, expiring]
 
-        assert await store.count_active_api_keys(now=NOW) == 2
-        assert await store.count_active_api_keys(now=later) == 1
-        assert await store.revoke_api_key(forever.id, at=NOW) is True
-        assert await store.revoke_api_key(forever.id, at=NOW) is False
-        assert await store.revoke_api_key(expiring.id + 1000, at=NOW) is False
-        assert await store.count_active_api_keys(now=NOW) == 1
-        (revoked, _) = await store.list_api_keys()
+        assert await store.api_keys.count_active(now=NOW) == 2
+        assert await store.api_keys.count_active(now=later) == 1
+        assert await store.api_keys.revoke(forever.id, at=NOW) is True
+        assert await store.api_keys.revoke(forever.id, at=NOW) is False
+        assert await store.api_keys.revoke(expiring.id + 1000, at=NOW) is False
+        assert await store.api_keys.count_active(now=NOW) == 1
+        (revoked, _) = await store.api_keys.list_all()
         assert revoked.revoked_at == NOW
 
     run(url, scenario)
 
 
 def test_schema_revision_is_the_head_revision(url: str) -> None:
-    assert run(url, PostgresStore.schema_revision) == migrate.head_revision()
+    assert run(url, Store.schema_revision) == migrate.head_revision()
 
 
 def test_schema_revision_is_none_once_the_version_table_is_gone() -> None:
     with postgres_database() as own_url:
         migrate.upgrade(own_url)
 
-        async def scenario(store: PostgresStore) -> str | None:
+        async def scenario(store: Store) -> str | None:
             async with await psycopg.AsyncConnection.connect(own_url, autocommit=True) as other:
                 await other.execute("DROP TABLE alembic_version")
             return await store.schema_revision()
@@ -240,7 +247,7 @@ def test_schema_revision_is_none_once_the_version_table_is_gone() -> None:
 def test_open_on_an_unreachable_database_is_unavailable_promptly(unreachable: str) -> None:
     started = time.monotonic()
     with pytest.raises(errors.Unavailable) as caught:
-        asyncio.run(PostgresStore(unreachable, timeout=1.0).open())
+        asyncio.run(postgres_store(unreachable, timeout=1.0).open())
     assert time.monotonic() - started < 3
     assert caught.value.headers["Retry-After"] == "1"
 
@@ -254,12 +261,12 @@ def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() 
             with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
                 conn.execute(sql)
 
-        async def scenario(store: PostgresStore) -> None:
-            await store.create_pet(new_pet("before"))
+        async def scenario(store: Store) -> None:
+            await store.pets.create(new_pet("before"))
             admin(f'DROP DATABASE "{name}" WITH (FORCE)')
             for call in (
-                store.list_pets(status=None, after_id=0, limit=10),
-                store.create_pet(new_pet("during")),
+                store.pets.list_page(status=None, after_id=0, limit=10),
+                store.pets.create(new_pet("during")),
             ):
                 started = time.monotonic()
                 with pytest.raises(errors.Unavailable):
@@ -271,12 +278,12 @@ def test_queries_are_unavailable_while_the_database_is_gone_and_recover_after() 
             deadline = time.monotonic() + 15
             while True:
                 try:
-                    pet = await store.create_pet(new_pet("after"))
+                    pet = await store.pets.create(new_pet("after"))
                     break
                 except errors.Unavailable:
                     assert time.monotonic() < deadline, "the pool did not reconnect"
                     await asyncio.sleep(0.2)
-            assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
+            assert await store.pets.list_page(status=None, after_id=0, limit=10) == [pet]
 
         run(gone_url, scenario, timeout=1.0)
 
@@ -285,16 +292,16 @@ def test_concurrent_gets_are_answered_each_with_its_own_animal(url: str) -> None
     """getPets in flight together share queries; each caller still gets the animal it
     asked for, None for an id with none, and an animal created just before."""
 
-    async def scenario(store: PostgresStore) -> None:
-        pets = [await store.create_pet(new_pet(f"p{i}")) for i in range(5)]
+    async def scenario(store: Store) -> None:
+        pets = [await store.pets.create(new_pet(f"p{i}")) for i in range(5)]
         ids = [pet.id for pet in pets]
         extremes = [ids[-1] + 1000, 0, 2**63 - 1, -(2**63)]  # none; any int64 (D11)
         asked = [ids[i % 5] for i in range(40)] + extremes + [ids[0]]
-        answers = await asyncio.gather(*(store.get_pet(pet_id) for pet_id in asked))
+        answers = await asyncio.gather(*(store.pets.get(pet_id) for pet_id in asked))
         by_id = {pet.id: pet for pet in pets}
         assert answers == [by_id.get(pet_id) for pet_id in asked]
-        created = await store.create_pet(new_pet("fresh"))
-        assert await asyncio.gather(store.get_pet(created.id), store.get_pet(ids[0])) == [
+        created = await store.pets.create(new_pet("fresh"))
+        assert await asyncio.gather(store.pets.get(created.id), store.pets.get(ids[0])) == [
             created,
             pets[0],
         ]
@@ -306,9 +313,11 @@ def test_concurrent_lists_are_answered_each_with_its_own_page(url: str) -> None:
     """listPets in flight together share a batch, and the same page asked twice one
     query; each caller still gets the page it asked for, as a list of its own."""
 
-    async def scenario(store: PostgresStore) -> None:
+    async def scenario(store: Store) -> None:
         pets = [
-            await store.create_pet(new_pet(f"p{i}", PetStatus.SOLD if i % 2 else PetStatus.PENDING))
+            await store.pets.create(
+                new_pet(f"p{i}", PetStatus.SOLD if i % 2 else PetStatus.PENDING)
+            )
             for i in range(6)
         ]
         asked = [
@@ -321,7 +330,7 @@ def test_concurrent_lists_are_answered_each_with_its_own_page(url: str) -> None:
             (None, 0, 2),
         ]
         answers = await asyncio.gather(
-            *(store.list_pets(status=s, after_id=a, limit=n) for s, a, n in asked)
+            *(store.pets.list_page(status=s, after_id=a, limit=n) for s, a, n in asked)
         )
         expected = [
             [p for p in pets if (s is None or p.status is s) and p.id > a][:n] for s, a, n in asked
@@ -339,19 +348,19 @@ def test_clients_walking_the_store_at_once_each_get_their_own_pages(url: str) ->
     statuses = [PetStatus.AVAILABLE, PetStatus.SOLD, PetStatus.PENDING, PetStatus.AVAILABLE]
     walkers = [(status, size) for status in (None, *PetStatus) for size in (1, 2, 3, 7, 100)]
 
-    async def walk(store: PostgresStore, status: PetStatus | None, size: int) -> list[list[Pet]]:
+    async def walk(store: Store, status: PetStatus | None, size: int) -> list[list[Pet]]:
         pages, after_id = [], 0
-        while page := await store.list_pets(status=status, after_id=after_id, limit=size):
+        while page := await store.pets.list_page(status=status, after_id=after_id, limit=size):
             pages.append(page)
             after_id = page[-1].id
         return pages
 
-    async def scenario(store: PostgresStore) -> tuple[list[Pet], list[list[list[Pet]]]]:
-        pets = [await store.create_pet(new_pet(f"p{i}", statuses[i % 4])) for i in range(30)]
+    async def scenario(store: Store) -> tuple[list[Pet], list[list[list[Pet]]]]:
+        pets = [await store.pets.create(new_pet(f"p{i}", statuses[i % 4])) for i in range(30)]
         walked = await asyncio.gather(*(walk(store, status, size) for status, size in walkers))
         beyond = await asyncio.gather(
-            store.list_pets(status=None, after_id=2**63 - 1, limit=5),
-            store.list_pets(status=PetStatus.SOLD, after_id=pets[-1].id, limit=5),
+            store.pets.list_page(status=None, after_id=2**63 - 1, limit=5),
+            store.pets.list_page(status=PetStatus.SOLD, after_id=pets[-1].id, limit=5),
         )
         assert beyond == [[], []]
         return pets, walked
@@ -384,17 +393,20 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
     run again on a fresh one, and the pool replaces the other dead ones, so neither
     the read nor the write after it sees an error."""
 
-    async def scenario(store: PostgresStore) -> None:
-        pet = await store.create_pet(new_pet("kept"))
+    async def scenario(store: Store) -> None:
+        pet = await store.pets.create(new_pet("kept"))
         await asyncio.gather(  # one query per status filter, each on a connection
-            *(store.list_pets(status=status, after_id=0, limit=10) for status in (None, *PetStatus))
+            *(
+                store.pets.list_page(status=status, after_id=0, limit=10)
+                for status in (None, *PetStatus)
+            )
         )
         assert store.pool_stats()["size"] > 1
         assert await asyncio.to_thread(_cut_every_connection_to, url) == store.pool_stats()["size"]
-        assert await store.get_pet(pet.id) == pet
-        assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
-        after = await store.create_pet(new_pet("after"))
-        assert await store.list_pets(status=None, after_id=0, limit=10) == [pet, after]
+        assert await store.pets.get(pet.id) == pet
+        assert await store.pets.list_page(status=None, after_id=0, limit=10) == [pet]
+        after = await store.pets.create(new_pet("after"))
+        assert await store.pets.list_page(status=None, after_id=0, limit=10) == [pet, after]
 
     run(url, scenario)
 
@@ -403,10 +415,10 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
     """A write is not run again (its commit may have landed before the connection
     died): it answers 503 (D10), and the next write finds a live connection."""
 
-    async def scenario(store: PostgresStore) -> None:
+    async def scenario(store: Store) -> None:
         assert await asyncio.to_thread(_cut_every_connection_to, url) >= 1
         with pytest.raises(errors.Unavailable):
-            await store.create_api_key(
+            await store.api_keys.create(
                 name="cut",
                 prefix="p_cut",
                 key_hash="h-cut",
@@ -414,7 +426,7 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
                 expires_at=None,
                 **ALL_SCOPES_DEFAULT_LIMIT,
             )
-        key = await store.create_api_key(
+        key = await store.api_keys.create(
             name="next",
             prefix="p_next",
             key_hash="h-next",
@@ -422,7 +434,7 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
             expires_at=None,
             **ALL_SCOPES_DEFAULT_LIMIT,
         )
-        assert [k.name for k in await store.list_api_keys()] == ["next"]
+        assert [k.name for k in await store.api_keys.list_all()] == ["next"]
         assert key.name == "next"
 
     run(url, scenario)
@@ -430,8 +442,9 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
 
 def test_close_commits_creates_already_queued(url: str) -> None:
     async def main() -> list[Pet]:
-        store = GroupCommit(await open_store(url))
-        pending = [asyncio.ensure_future(store.create_pet(new_pet(f"q{i}"))) for i in range(5)]
+        store = await open_store(url)
+        store.pets = GroupCommit(store.pets)
+        pending = [asyncio.ensure_future(store.pets.create(new_pet(f"q{i}"))) for i in range(5)]
         await asyncio.sleep(0)
         await store.close()
         return [await task for task in pending]
@@ -445,8 +458,8 @@ def test_close_commits_creates_already_queued(url: str) -> None:
 def test_returned_timestamps_are_aware(url: str) -> None:
     expiry = datetime(2030, 1, 1, tzinfo=UTC)
 
-    async def scenario(store: PostgresStore) -> datetime | None:
-        key = await store.create_api_key(
+    async def scenario(store: Store) -> datetime | None:
+        key = await store.api_keys.create(
             name="x",
             prefix="pk_x",
             key_hash="hx",
@@ -465,15 +478,15 @@ def test_returned_timestamps_are_aware(url: str) -> None:
 def test_creates_wait_for_the_id_order_lock_held_by_another_instance(url: str) -> None:
     """D9: id assignment is serialised with commits across instances by one lock."""
 
-    async def scenario(store: PostgresStore) -> None:
+    async def scenario(store: Store) -> None:
         async with await psycopg.AsyncConnection.connect(url) as other:
             await other.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
-            create = asyncio.ensure_future(store.create_pet(new_pet("waits")))
+            create = asyncio.ensure_future(store.pets.create(new_pet("waits")))
             await asyncio.sleep(0.3)
             assert not create.done()
             await other.commit()
             pet = await create
-        assert await store.list_pets(status=None, after_id=0, limit=10) == [pet]
+        assert await store.pets.list_page(status=None, after_id=0, limit=10) == [pet]
 
     run(url, scenario)
 
@@ -483,10 +496,10 @@ def test_a_create_draws_its_id_only_once_it_holds_the_id_order_lock(url: str) ->
     drawn, or a row inserted by the lock's holder meanwhile would get a higher id and
     commit first (an id would then become visible after a higher one)."""
 
-    async def scenario(store: PostgresStore) -> tuple[Pet, int]:
+    async def scenario(store: Store) -> tuple[Pet, int]:
         async with await psycopg.AsyncConnection.connect(url) as other:
             await other.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
-            create = asyncio.ensure_future(store.create_pet(new_pet("waits")))
+            create = asyncio.ensure_future(store.pets.create(new_pet("waits")))
             await asyncio.sleep(0.3)
             assert not create.done()
             cursor = await other.execute(

@@ -50,7 +50,7 @@ def run(path: Path, scenario: Callable[[Store], Awaitable[None]]) -> None:
 async def next_turn_reads_rex(store: Store) -> None:
     """From the next turn of the loop on, ``store`` reads Rex, the animal with id 1."""
     await asyncio.sleep(0)
-    pet = await store.get_pet(1)
+    pet = await store.pets.get(1)
     assert pet is not None
     assert pet.name == "Rex"
 
@@ -64,14 +64,14 @@ def test_each_read_sees_every_create_answered_before_it(path: Path) -> None:
 
         async def reader() -> None:
             while not stop.is_set():
-                await store.get_pet(1)
+                await store.pets.get(1)
                 await asyncio.sleep(0)
 
         async def create_then_read(i: int) -> bool:
             await asyncio.sleep(i / 10_000)  # spread the creates over many turns
-            pet = await store.create_pet(new_pet(f"pet{i}"))
-            found = await store.get_pet(pet.id)
-            listed = await store.list_pets(status=None, after_id=pet.id - 1, limit=1)
+            pet = await store.pets.create(new_pet(f"pet{i}"))
+            found = await store.pets.get(pet.id)
+            listed = await store.pets.list_page(status=None, after_id=pet.id - 1, limit=1)
             return found == pet and listed == [pet]
 
         readers = [asyncio.create_task(reader()) for _ in range(20)]
@@ -90,7 +90,7 @@ def test_a_commit_by_another_connection_is_seen_from_the_next_turn_on(path: Path
     reads: the store's next turn reads it."""
 
     async def scenario(store: Store) -> None:
-        assert await store.get_pet(1) is None
+        assert await store.pets.get(1) is None
         other = sqlite3.connect(path, isolation_level=None)
         try:
             other.execute(INSERT_REX)
@@ -129,11 +129,11 @@ def test_a_request_that_arrives_after_a_commit_reads_it_even_in_the_next_turn(
         def on_request() -> None:  # as a server's protocol callback runs a handler
             loop.remove_reader(receiving)
             receiving.recv(1)
-            answered.set_result(read_now(store.list_pets(status=None, after_id=0, limit=10)))
+            answered.set_result(read_now(store.pets.list_page(status=None, after_id=0, limit=10)))
 
         loop.add_reader(receiving, on_request)
         try:
-            assert read_now(store.list_pets(status=None, after_id=0, limit=10)) == []
+            assert read_now(store.pets.list_page(status=None, after_id=0, limit=10)) == []
             other = sqlite3.connect(path, isolation_level=None)  # another worker
             try:
                 other.execute(INSERT_REX)
@@ -154,13 +154,13 @@ def test_a_failed_read_is_unavailable_and_the_next_turn_reads_afresh(path: Path)
     would keep later reads on an old snapshot."""
 
     async def scenario(store: Store) -> None:
-        await store.get_pet(1)
+        await store.pets.get(1)
         await asyncio.sleep(0)
         other = sqlite3.connect(path, isolation_level=None)
         try:
             other.execute("ALTER TABLE pets RENAME TO pets_gone")  # reads now fail
             with pytest.raises(errors.Unavailable):
-                await store.get_pet(1)
+                await store.pets.get(1)
             await asyncio.sleep(0)
             other.execute("ALTER TABLE pets_gone RENAME TO pets")
             other.execute(INSERT_REX)
@@ -190,21 +190,21 @@ def test_grouped_gets_share_a_query_and_each_gets_its_own_animal(
     tracing = False
     monkeypatch.setattr(sqlite3, "connect", traced_connect)
 
-    async def scenario(plain: Store) -> None:
+    async def scenario(store: Store) -> None:
         nonlocal tracing
-        store = GroupedReads(plain)
-        pets = [await store.create_pet(new_pet(f"p{i}")) for i in range(5)]
+        store.pets = GroupedReads(store.pets)
+        pets = [await store.pets.create(new_pet(f"p{i}")) for i in range(5)]
         ids = [pet.id for pet in pets]
         extremes = [ids[-1] + 1000, 0, 2**63 - 1, -(2**63)]
         asked = [ids[i % 5] for i in range(40)] + extremes + [ids[0]]
         tracing = True
-        answers = await asyncio.gather(*(store.get_pet(pet_id) for pet_id in asked))
+        answers = await asyncio.gather(*(store.pets.get(pet_id) for pet_id in asked))
         tracing = False
         by_id = {pet.id: pet for pet in pets}
         assert answers == [by_id.get(pet_id) for pet_id in asked]
         assert len([sql for sql in statements if sql.startswith("SELECT")]) == 2
-        created = await store.create_pet(new_pet("fresh"))
-        assert await asyncio.gather(store.get_pet(created.id), store.get_pet(ids[0])) == [
+        created = await store.pets.create(new_pet("fresh"))
+        assert await asyncio.gather(store.pets.get(created.id), store.pets.get(ids[0])) == [
             created,
             pets[0],
         ]

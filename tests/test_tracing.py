@@ -3,8 +3,10 @@ and spans exported over OTLP/HTTP to a real receiver started here."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -19,7 +21,10 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from starlette.testclient import TestClient
 
-from tests.conftest import LiveServer
+from petstore.schemas import NewPet
+from petstore.server.store import IdempotencyClaim, create_store
+from petstore.server.store.traced import span_name
+from tests.conftest import NOW, LiveServer
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 TRACE_ID, PARENT_SPAN_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -177,18 +182,83 @@ def test_without_an_exporter_nothing_of_opentelemetry_is_loaded(tmp_path: Path) 
     assert result.stdout.strip() == "False"
 
 
-def test_every_store_method_that_reaches_the_database_has_its_span() -> None:
-    """TracedStore writes each Store method out with its span (D23): a method added to
-    or renamed in Store that TracedStore does not define itself would be handed on
-    untraced by StoreDecorator, so this fails instead."""
-    from petstore.server.store import Store
-    from petstore.server.store.traced import TracedStore
+def dialect_statements() -> list[Any]:
+    """Every statement of both dialects, named ``<dialect>-<part>.<statement>``."""
+    from petstore.server.store import postgres, sqlite
 
-    not_database_calls = {"open", "close", "pool_stats"}
-    methods = {
-        name
-        for name, value in vars(Store).items()
-        if callable(value) and not name.startswith("_") and name not in not_database_calls
-    }
-    assert methods  # the protocol's methods were found
-    assert sorted(methods - set(vars(TracedStore))) == []
+    found = []
+    for name, dialect in (("sqlite", sqlite.DIALECT), ("postgresql", postgres.DIALECT)):
+        for part, statements in dialect._asdict().items():
+            if isinstance(statements, str):
+                found.append(pytest.param(statements, id=f"{name}-{part}"))
+            elif isinstance(statements, tuple):
+                for each, text in statements._asdict().items():
+                    if text is not None:
+                        found.append(pytest.param(text, id=f"{name}-{part}.{each}"))
+    return found
+
+
+@pytest.mark.parametrize("statement", dialect_statements())
+def test_every_statement_of_both_dialects_names_its_span(statement: str) -> None:
+    """D23: a span is named ``<operation> <table>``, read off the statement, so every
+    statement, those of methods added later included, has a name of both parts."""
+    operation, table = span_name(statement)
+    assert operation in {"SELECT", "INSERT", "UPDATE", "DELETE"}
+    tables = {"pets", "pet_changes", "api_keys", "idempotency_records", "alembic_version"}
+    if re.search(r"\b(FROM|INTO|UPDATE)\b", statement):
+        assert table in {*tables, "sqlite_master"}
+    else:  # a function call only (PostgreSQL's to_regclass)
+        assert table == ""
+
+
+def test_each_statement_a_request_runs_is_a_child_span(database_url: str) -> None:
+    """D23, at the driver's seam: every repository call that reaches the database,
+    alone, in a transaction or for many rows at once, is a span of the caller's span,
+    with the database semantic-convention attributes."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    system = "sqlite" if database_url.startswith("sqlite") else "postgresql"
+
+    async def main() -> None:
+        store = create_store(database_url, tracer=tracer)
+        await store.open()
+        try:
+            with tracer.start_as_current_span("request"):
+                rex = NewPet("Rex", 1)
+                created = await store.pets.create(rex)
+                await store.pets.create_many([rex, rex])
+                claim = IdempotencyClaim(1, "k", "fp", NOW, NOW)
+                await store.pets.create_with_key(rex, claim=claim)
+                await store.pets.get(created.id)
+                await store.pets.list_page(status=None, after_id=0, limit=5)
+                await store.api_keys.find("petstore_x")
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+    spans = exporter.get_finished_spans()
+    (request,) = [span for span in spans if span.name == "request"]
+    children = [span for span in spans if span.parent == request.context]
+    assert [span.name for span in children] == [
+        "INSERT pets",
+        "INSERT pets",
+        "DELETE idempotency_records",
+        "INSERT pets",
+        "INSERT idempotency_records",
+        "SELECT pets",
+        "SELECT pets",
+        "SELECT api_keys",
+    ]
+    for span in children:
+        operation, table = span.name.split()
+        assert dict(span.attributes or {}) == {
+            "db.system.name": system,
+            "db.operation.name": operation,
+            "db.collection.name": table,
+        }

@@ -95,7 +95,7 @@ def keys_create(
 
     async def create(store: Store) -> tuple[ApiKey, str]:
         return await keys.create(
-            store,
+            store.api_keys,
             name=name,
             now=now,
             expires_at=expires_at,
@@ -133,7 +133,7 @@ def keys_list(as_json: bool, wide: bool) -> None:
 
     On a terminal, a name too long for its width is shortened with an ellipsis
     (--wide: whole); to a pipe every name is whole."""
-    records = with_store(settings_or_usage_error(), keys.list_keys)
+    records = with_store(settings_or_usage_error(), lambda store: keys.list_keys(store.api_keys))
     now = datetime.now(UTC)
 
     def iso(value: datetime | None) -> str | None:
@@ -166,7 +166,7 @@ def keys_revoke(key_id: int) -> None:
     """Revoke key KEY_ID; every instance refuses it within 5 seconds."""
     now = datetime.now(UTC)
     revoked = with_store(
-        settings_or_usage_error(), lambda store: keys.revoke(store, key_id, now=now)
+        settings_or_usage_error(), lambda store: keys.revoke(store.api_keys, key_id, now=now)
     )
     if not revoked:
         raise click.ClickException(f"no active key has id {key_id}")

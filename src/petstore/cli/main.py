@@ -172,7 +172,7 @@ def serve(
     async def prepare(store: Store) -> str | None:
         if not create_dev_key:
             return None
-        return await keys.ensure_dev_key(store, now=datetime.now(UTC))
+        return await keys.ensure_dev_key(store.api_keys, now=datetime.now(UTC))
 
     created = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
     url = f"http://{settings.host}:{settings.port}/v1"

@@ -19,6 +19,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
 
@@ -44,26 +45,36 @@ from petstore.server.store.counters import Counters
 from petstore.server.store.group_commit import GroupCommit
 from petstore.server.store.kept_pets import KeptPets
 from petstore.server.store.read_grouping import GroupedReads
-from petstore.server.store.traced import TracedStore
 from petstore.server.telemetry import logs, tracing
 from petstore.server.telemetry.logstream import BufferedStderr
 from petstore.server.telemetry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from petstore.server.telemetry.metrics import Metrics
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
-def compose_store(settings: Settings, *, monotonic: Monotonic = monotonic) -> Store:
-    """The store the app runs on: the plain backend of ``settings.database_url``, inside
-    the speed devices ``settings`` turns on, innermost first: group commit, read
-    grouping, kept animals (docs/architecture.md). The answers are the plain store's
-    with any device on or off, bar changes made outside the API, which kept animals
-    show within 5 s (``tests/test_devices.py``)."""
-    store = create_store(settings.database_url, pool_size=settings.database_pool_size)
+
+def compose_store(
+    settings: Settings, *, monotonic: Monotonic = monotonic, tracer: Tracer | None = None
+) -> Store:
+    """The store the app runs on: the backend of ``settings.database_url`` (each
+    statement a span with a ``tracer``, D23), its pets repository inside the speed
+    devices ``settings`` turns on, innermost first: group commit, read grouping, kept
+    animals (docs/architecture.md). The answers are the plain store's with any device
+    on or off, bar changes made elsewhere than through this store, which kept
+    answers show within 5 s (``tests/test_devices.py``)."""
+    store = create_store(
+        settings.database_url,
+        pool_size=settings.database_pool_size,
+        monotonic=monotonic,
+        tracer=tracer,
+    )
     if settings.group_commit:
-        store = GroupCommit(store)
+        store.pets = GroupCommit(store.pets)
     if settings.read_grouping:
-        store = GroupedReads(store)
+        store.pets = GroupedReads(store.pets)
     if settings.keep_answers:
-        store = KeptPets(store, monotonic=monotonic)
+        store.pets = KeptPets(store.pets)
     return store
 
 
@@ -84,20 +95,19 @@ def create_app(
     ``logs.configure``, which the lifespan only flushes). The database must already
     be migrated (``petstore db upgrade``); the lifespan connects to it.
     """
-    store = compose_store(settings, monotonic=monotonic)
     traces = tracing.tracing_from_environment()  # None unless OTEL_* asks for export
-    if traces is not None:
-        system = "sqlite" if settings.sqlite_path is not None else "postgresql"
-        store = TracedStore(store, traces.tracer, system=system)
+    store = compose_store(
+        settings, monotonic=monotonic, tracer=None if traces is None else traces.tracer
+    )
     rate_limiter = (
         RateLimiter(settings.rate_limit, counters=Counters(settings.redis_url))
         if settings.rate_limit_enabled
         else None
     )
     signer = pagination.CursorSigner(settings.cursor_secret.get_secret_value().encode())
-    pages: pagination.PageSource = pagination.Pages(store, signer)
+    pages: pagination.PageSource = pagination.Pages(store.pets, signer)
     if settings.keep_answers:
-        pages = KeptPages(pages, monotonic=monotonic)
+        pages = KeptPages(pages, changes=store.changes)
     metrics = Metrics()
     access_log = logs.AccessLog(log_handler)
     metrics.watch_pool(store.pool_stats)
@@ -109,7 +119,7 @@ def create_app(
         pages=pages,
         admission=Admission(
             KeyVerifier(
-                store,
+                store.api_keys,
                 clock=clock,
                 monotonic=monotonic,
                 cache_seconds=settings.key_cache_seconds,
@@ -193,7 +203,7 @@ async def _purge_idempotency_records(store: Store, clock: Clock, settings: Setti
     every ``idempotency_purge_seconds``."""
     while True:
         try:
-            purged = await store.purge_idempotency_records(created_before=clock() - TTL)
+            purged = await store.idempotency_records.purge(created_before=clock() - TTL)
         except errors.PetstoreError:
             errors.log.warning("could not purge expired idempotency records", exc_info=True)
         else:

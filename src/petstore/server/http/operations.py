@@ -111,14 +111,15 @@ class PetsApi:
         creates = self.creates
         new_pet = newpet.parse_new_pet(await creates.bodies.read(request, response))
         if key is None:
-            await response.respond(201, encode(await pets.create(self.store, new_pet)))
+            await response.respond(201, encode(await pets.create(self.store.pets, new_pet)))
             return
-        body, replayed = await creates.idempotency.create(
+        pet, replayed = await creates.idempotency.create(
             self.store, new_pet, api_key_id=api_key_id, key=key, now=creates.clock()
         )
         if replayed:
             creates.metrics.idempotent_replays.inc()
-        await response.respond(201, body, [(b"idempotent-replayed", b"true")] if replayed else [])
+        headers = [(b"idempotent-replayed", b"true")] if replayed else []
+        await response.respond(201, encode(pet), headers)
 
     async def get_pet(self, request: Request, response: Response) -> None:
         """getPet (interface: Get one animal; deprecated, D14): one animal by id, 410
@@ -128,7 +129,7 @@ class PetsApi:
         response.admit(await self._admit(request, keys.READ))
         if self.clock() >= pets.SUNSET:  # interface: Versioning
             raise errors.Gone(self._gone)
-        pet = await pets.get(self.store, parsing.parse_pet_id(request.path_param))
+        pet = await pets.get(self.store.pets, parsing.parse_pet_id(request.path_param))
         await response.respond(200, encode(pet))
 
     async def readyz(self, request: Request, response: Response) -> None:

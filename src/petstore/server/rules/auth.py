@@ -27,7 +27,7 @@ from lru import LRU
 from petstore.server import errors
 from petstore.server.clock import Monotonic
 from petstore.server.rules import keys
-from petstore.server.store import Store
+from petstore.server.store.api_keys import ApiKeyRepository
 
 #: Verified keys cached at most (an ``lru.LRU``: the least recently used goes first).
 CACHE_MAX = 10_000
@@ -68,18 +68,19 @@ def bearer_token(authorization: bytes | None) -> str:
 
 
 class KeyVerifier:
-    """Checks bearer keys against the store, in constant time per candidate key."""
+    """Checks bearer keys against the stored ``api_keys``, in constant time per
+    candidate key."""
 
     def __init__(
         self,
-        store: Store,
+        api_keys: ApiKeyRepository,
         *,
         clock: Callable[[], datetime],
         monotonic: Monotonic,
         cache_seconds: float,
     ) -> None:
         """``clock`` tells expiry (D13), ``monotonic`` the age of a cached key."""
-        self._store = store
+        self._api_keys = api_keys
         self._clock = clock
         self._now = monotonic
         self._cache_seconds = cache_seconds
@@ -110,7 +111,7 @@ class KeyVerifier:
         expiry). Raises Unauthorized as :meth:`verify` does, forgetting the token."""
         prefix = keys.visible_prefix(token)
         key_hash = keys.hash_key(token)
-        for record in await self._store.find_api_keys(prefix or ""):
+        for record in await self._api_keys.find(prefix or ""):
             if hmac.compare_digest(record.key_hash, key_hash):
                 if record.revoked_at is not None:
                     break

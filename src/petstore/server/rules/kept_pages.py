@@ -1,13 +1,12 @@
 """Kept pages, a speed device (``PETSTORE_KEEP_ANSWERS``): a listPets page that more
-animals follow is answered again from memory for a few seconds, encoded, with the
-cursor of the page after it.
+animals follow is answered again from memory, encoded, with the cursor of the page
+after it, while the store's change signal holds it good
+(``store.changes.PetChanges``): at once after a change through this instance's store,
+within :data:`~petstore.server.store.changes.KEPT_SECONDS` after any other.
 
-Such a page never changes through the API: animals are never changed or removed (the
-interface has no such operation), and every new id is above every committed one (D5,
-D9), so a new animal can only extend the last page. The last page is never kept, so
-new animals show at once. A change made outside the API is seen within
-:data:`~petstore.server.store.kept_pets.KEPT_SECONDS` of the read that fetched the
-page (docs/operations/run.md, "What an instance keeps in memory").
+Only pages that more animals follow are kept: every new id is above every committed
+one (D5, D9), so a new animal can only extend the last page, which is never kept, and
+new animals show at once.
 
 Pages are kept by the request's status, limit and cursor as sent: a page is kept
 only after :class:`~petstore.server.rules.pagination.Pages` answered it, so a cursor
@@ -19,9 +18,8 @@ from __future__ import annotations
 from lru import LRU
 
 from petstore.schemas import PetStatus
-from petstore.server.clock import Monotonic
 from petstore.server.rules.pagination import PageSource
-from petstore.server.store.kept_pets import KEPT_SECONDS
+from petstore.server.store.changes import PetChanges, Stamp
 
 #: Bytes of encoded pages kept at most.
 KEPT_PAGES_BYTES = 16 * 2**20
@@ -31,49 +29,42 @@ PageKey = tuple[PetStatus | None, int, str | None]
 
 
 class KeptPages:
-    """``pages`` whose pages that more animals follow are answered from memory for
-    ``seconds`` after their read (``monotonic`` tells the time), at most
-    ``max_bytes`` of bodies held: the pages used least recently make room, and a
-    page larger than ``max_bytes`` is not held."""
+    """``pages`` whose pages that more animals follow are answered from memory while
+    ``changes`` holds them good, at most ``max_bytes`` of bodies held: the pages used
+    least recently make room, and a page larger than ``max_bytes`` is not held."""
 
     def __init__(
-        self,
-        pages: PageSource,
-        *,
-        monotonic: Monotonic,
-        seconds: float = KEPT_SECONDS,
-        max_bytes: int = KEPT_PAGES_BYTES,
+        self, pages: PageSource, *, changes: PetChanges, max_bytes: int = KEPT_PAGES_BYTES
     ) -> None:
         self._inner = pages
-        self._now = monotonic
-        self._seconds = seconds
+        self._changes = changes
         self._max_bytes = max_bytes
         self._bytes = 0  # of the bodies held
-        # key -> (body, next cursor, read at). Every body is at least 2 bytes ("[]"),
+        # key -> (body, next cursor, stamp). Every body is at least 2 bytes ("[]"),
         # so the count bound never drops a page before the bytes do.
-        self._pages: LRU[PageKey, tuple[bytes, str, float]] = LRU(max(1, max_bytes))
+        self._pages: LRU[PageKey, tuple[bytes, str, Stamp]] = LRU(max(1, max_bytes))
 
     async def page(
         self, *, status: PetStatus | None, limit: int, cursor: str | None
     ) -> tuple[bytes, str | None]:
-        """``PageSource.page``: the kept page if read less than ``seconds`` ago."""
+        """``PageSource.page``: the kept page while it holds good."""
         key = (status, limit, cursor)
         held = self._pages.get(key)
         if held is not None:
-            if self._now() - held[2] < self._seconds:
+            if self._changes.holds(held[2]):
                 return held[0], held[1]
             self._drop(key)
-        read_at = self._now()
+        stamp = self._changes.stamp()
         body, next_cursor = await self._inner.page(status=status, limit=limit, cursor=cursor)
         if next_cursor is not None:
-            self._hold(key, body, next_cursor, read_at)
+            self._hold(key, body, next_cursor, stamp)
         return body, next_cursor
 
-    def _hold(self, key: PageKey, body: bytes, next_cursor: str, read_at: float) -> None:
+    def _hold(self, key: PageKey, body: bytes, next_cursor: str, stamp: Stamp) -> None:
         if len(body) > self._max_bytes:
             return
         self._drop(key)
-        self._pages[key] = (body, next_cursor, read_at)
+        self._pages[key] = (body, next_cursor, stamp)
         self._bytes += len(body)
         # Not popitem(): lru-dict 1.4.1's keeps a reference to what it returns
         # (amitdev/lru-dict#64), so every page dropped would stay in memory.

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 
 from petstore.server import config
-from petstore.server.store import ApiKey, Store
+from petstore.server.store.api_keys import ApiKey, ApiKeyRepository
 
 KEY_TYPE_PREFIX = "petstore_"
 _RANDOM_CHARS = 43  # base64url of 32 bytes, unpadded
@@ -46,7 +46,7 @@ def hash_key(key: str) -> str:
 
 
 async def create(
-    store: Store,
+    api_keys: ApiKeyRepository,
     *,
     name: str,
     now: datetime,
@@ -79,7 +79,7 @@ async def create(
     key = generate()
     prefix = visible_prefix(key)
     assert prefix is not None
-    record = await store.create_api_key(
+    record = await api_keys.create(
         name=name,
         prefix=prefix,
         key_hash=hash_key(key),
@@ -91,21 +91,21 @@ async def create(
     return record, key
 
 
-async def ensure_dev_key(store: Store, *, now: datetime) -> str | None:
+async def ensure_dev_key(api_keys: ApiKeyRepository, *, now: datetime) -> str | None:
     """Create a key named ``dev`` when no key is active; returns it, or None."""
-    if await store.count_active_api_keys(now=now):
+    if await api_keys.count_active(now=now):
         return None
-    _, key = await create(store, name="dev", now=now)
+    _, key = await create(api_keys, name="dev", now=now)
     return key
 
 
-async def list_keys(store: Store) -> list[ApiKey]:
-    """Every key in ``store``, revoked and expired ones included, by id. The records
+async def list_keys(api_keys: ApiKeyRepository) -> list[ApiKey]:
+    """Every key of ``api_keys``, revoked and expired ones included, by id. The records
     carry no key and no hash."""
-    return await store.list_api_keys()
+    return await api_keys.list_all()
 
 
-async def revoke(store: Store, key_id: int, *, now: datetime) -> bool:
+async def revoke(api_keys: ApiKeyRepository, key_id: int, *, now: datetime) -> bool:
     """Revoke key ``key_id`` as of ``now``; every instance refuses it within 5 seconds.
 
     Returns False when no unrevoked key has that id (unknown, or revoked already).
@@ -113,4 +113,4 @@ async def revoke(store: Store, key_id: int, *, now: datetime) -> bool:
     """
     if now.tzinfo is None:
         raise ValueError("the revocation time needs a time zone")
-    return await store.revoke_api_key(key_id, at=now.astimezone(UTC))
+    return await api_keys.revoke(key_id, at=now.astimezone(UTC))

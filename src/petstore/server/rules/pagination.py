@@ -32,7 +32,7 @@ from petstore.schemas import LIMIT_MIN as LIMIT_MIN
 from petstore.schemas import PetStatus, encode
 from petstore.server import errors
 from petstore.server.rules import pets
-from petstore.server.store import Store
+from petstore.server.store import PetRepository
 
 _VERSION = 1
 _PAYLOAD = struct.Struct(">Bqb")  # version, last id, status index (-1: no filter)
@@ -113,10 +113,11 @@ class PageSource(Protocol):
 
 
 class Pages:
-    """The pages of listPets over ``store``, their cursors signed by ``cursors``."""
+    """The pages of listPets over the ``pets`` repository, their cursors signed by
+    ``cursors``."""
 
-    def __init__(self, store: Store, cursors: CursorSigner) -> None:
-        self._store = store
+    def __init__(self, pets: PetRepository, cursors: CursorSigner) -> None:
+        self._pets = pets
         self._cursors = cursors
 
     async def page(
@@ -124,9 +125,7 @@ class Pages:
     ) -> tuple[bytes, str | None]:
         """:meth:`PageSource.page`."""
         after_id = 0 if cursor is None else self._cursors.last_id(cursor, status=status)
-        page, more = await pets.list_page(
-            self._store, status=status, limit=limit, after_id=after_id
-        )
+        page, more = await pets.list_page(self._pets, status=status, limit=limit, after_id=after_id)
         body = encode(page)
         if not more:
             return body, None

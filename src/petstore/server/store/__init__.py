@@ -1,106 +1,112 @@
 """Storage: the only package that speaks SQL.
 
-:class:`Store` is what the rules layer needs from a database, and the one place that
-says what a store does. :class:`.queries.SQLStore` implements it once, over the small
-driver interface of :mod:`.driver`; each backend (:mod:`.sqlite`, :mod:`.postgres`)
-is that driver and its literal SQL. :func:`create_store` picks the backend from the
-database URL without connecting; :func:`open_store` also opens it.
+A :class:`Store` is one database and a repository per aggregate, each written once
+over the driver of :mod:`.driver`: :attr:`Store.pets` (:mod:`.pets`),
+:attr:`Store.api_keys` (:mod:`.api_keys`) and :attr:`Store.idempotency_records`
+(:mod:`.idempotency_records`); the store itself answers for the schema and the
+connections. Each backend (:mod:`.sqlite`, :mod:`.postgres`) is a driver and its
+:class:`Dialect`, the literal SQL of every statement. :func:`create_store` picks the
+backend from the database URL without connecting; :func:`open_store` also opens it.
 
 The speed devices (:mod:`.group_commit`, :mod:`.read_grouping`, :mod:`.kept_pets`)
-and :mod:`.traced` wrap a store in the same interface (:mod:`.decorator`); the app
-composes them (``server.app``), and no backend knows of them.
+wrap the pets repository only, handing on what they do not change (:mod:`.decorator`);
+the app composes them (``server.app``), and no backend knows of them.
+
+**What is kept, and how stale it may be.** Answers kept in memory (kept animals, and
+the kept pages of ``rules.kept_pages``) are checked against the store's change signal,
+:attr:`Store.changes` (:mod:`.changes`): a change made through this store is never
+answered as it was by this store's own instance, and a change made through another
+instance, or outside the service (SQL, a restore, a failover), is answered as it was
+for at most :data:`.changes.KEPT_SECONDS` (5 s) on any instance.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, LiteralString, NamedTuple
 
-import msgspec
+from petstore.server.clock import Monotonic, monotonic
+from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyRepository, ApiKeyStatements
+from petstore.server.store.changes import PetChanges
+from petstore.server.store.driver import Database
+from petstore.server.store.idempotency_records import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    IdempotencyRecordRepository,
+    IdempotencyStatements,
+)
+from petstore.server.store.pets import ClaimOutcome, PetRepository, PetStatements
 
-from petstore.schemas import NewPet, Pet, PetStatus
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
-
-class ApiKey(msgspec.Struct, frozen=True):
-    """An API key as the operator sees it: never the secret, nor its hash (D13); its
-    scopes (D21) and its own rate limit, None for the service's (D22)."""
-
-    id: int
-    name: str
-    prefix: str
-    created_at: datetime
-    expires_at: datetime | None
-    revoked_at: datetime | None
-    scopes: tuple[str, ...]
-    rate_limit: str | None
-
-
-class ApiKeyRecord(msgspec.Struct, frozen=True):
-    """What verifying a presented key needs: its id, stored hash and validity, and
-    what it may do: its scopes (D21) and rate limit (D22, None for the default)."""
-
-    id: int
-    key_hash: str
-    expires_at: datetime | None
-    revoked_at: datetime | None
-    scopes: tuple[str, ...]
-    rate_limit: str | None
-
-
-class IdempotencyClaim(msgspec.Struct, frozen=True):
-    """A create's claim on an Idempotency-Key (D16): stored with the animal, in the
-    same transaction, unless an unexpired record of the same key already exists.
-    Records of this key created before ``expired_before`` are replaced."""
-
-    api_key_id: int
-    key: str
-    fingerprint: str
-    created_at: datetime
-    expired_before: datetime
-
-
-class IdempotencyRecord(msgspec.Struct, frozen=True):
-    """A stored Idempotency-Key: the request's fingerprint and its original 201 body."""
-
-    api_key_id: int
-    key: str
-    fingerprint: str
-    pet_id: int
-    response: bytes
-    created_at: datetime
-
-
-class ClaimOutcome(NamedTuple):
-    """What a create under an Idempotency-Key left stored (D16): the key's ``record``
-    (the one this create stored with its animal, or the earlier one it lost to) and
-    whether the record was earlier (``replayed``: then nothing was created)."""
-
-    record: IdempotencyRecord
-    replayed: bool
+__all__ = [
+    "ApiKey",
+    "ApiKeyRecord",
+    "ClaimOutcome",
+    "Dialect",
+    "IdempotencyClaim",
+    "IdempotencyRecord",
+    "PetRepository",
+    "SchemaOutOfDateError",
+    "Store",
+    "create_store",
+    "open_store",
+]
 
 
 class SchemaOutOfDateError(RuntimeError):
     """The database's schema revision is not the one this code was built for."""
 
 
-class Store(Protocol):
-    """Typed queries over one database: what the rules layer needs from it.
+class Dialect(NamedTuple):
+    """One backend's SQL: each repository's statements, the schema's, and how a
+    timestamp goes in as a parameter (``to_db``: an aware datetime to what the
+    driver stores)."""
+
+    pets: PetStatements
+    api_keys: ApiKeyStatements
+    idempotency_records: IdempotencyStatements
+    #: One row: whether the migrations' version table exists (``present``).
+    schema_exists: LiteralString
+    #: The applied revision (``version_num``), no row on an empty table.
+    schema_revision: LiteralString
+    to_db: Callable[[datetime], Any]
+
+
+class Store:
+    """One database (``database``, spoken in ``dialect``) and its repositories.
 
     Constructing a store does no I/O; :meth:`open` connects, and :meth:`close`
-    releases what it holds. Every other method needs the store open, and raises
-    ``errors.Unavailable`` when the database cannot be reached (or the store is not
-    open, or closing). Use a store from one event loop. Each method returns an
-    awaitable (a backend's are coroutines; a decorator hands back the one of the
-    store it wraps).
-
-    Animals are never changed or removed through a store (the interface has no such
-    operation), and every new id is above every committed one (D5, D9): a page of
-    animals that more animals follow never changes through the API. The speed
-    devices rely on that (docs/architecture.md).
+    releases what it holds. Every other method, and every repository's, needs the
+    store open, and raises ``errors.Unavailable`` when the database cannot be
+    reached (or the store is not open, or closing). Use a store from one event loop.
+    ``monotonic`` is the clock of the change signal (:mod:`.changes`).
     """
 
-    def open(self) -> Awaitable[None]:
+    def __init__(
+        self, database: Database, dialect: Dialect, *, monotonic: Monotonic = monotonic
+    ) -> None:
+        self.database = database
+        self._dialect = dialect
+        plain = PetRepository(
+            database,
+            sql=dialect.pets,
+            idempotency=dialect.idempotency_records,
+            changes=PetChanges(lambda: plain.version(), monotonic=monotonic),
+            to_db=dialect.to_db,
+        )
+        #: The animals; ``server.app`` may put speed devices around them.
+        self.pets: PetRepository = plain
+        #: The change signal every kept answer is checked against.
+        self.changes = plain.changes
+        self.api_keys = ApiKeyRepository(database, sql=dialect.api_keys, to_db=dialect.to_db)
+        self.idempotency_records = IdempotencyRecordRepository(
+            database, sql=dialect.idempotency_records, to_db=dialect.to_db
+        )
+
+    async def open(self) -> None:
         """Connect, then check the schema is current.
 
         Raises ``errors.Unavailable`` when the database cannot be reached (a SQLite
@@ -108,119 +114,77 @@ class Store(Protocol):
         when migrations are missing (run ``petstore db upgrade``); either way what
         was opened is closed again.
         """
-        ...
+        from petstore.server.store import migrate
 
-    def create_pet(self, new_pet: NewPet) -> Awaitable[Pet]:
-        """Insert one animal, durably committed before returning (D5: id assigned here)."""
-        ...
+        try:
+            await self.database.open()
+            found = await self.schema_revision()
+            if not migrate.schema_is_usable(found):
+                raise SchemaOutOfDateError(
+                    f"database schema is at revision {found or 'none'}, this code needs "
+                    f"{migrate.head_revision()}; run `petstore db upgrade`"
+                )
+        except BaseException:
+            await self.close()
+            raise
 
-    def create_pets(self, new_pets: Sequence[NewPet]) -> Awaitable[list[Pet]]:
-        """Insert ``new_pets`` in one commit, durable once awaited; the animals in the
-        order given, each with an id above every id committed before (D5, D9)."""
-        ...
-
-    def create_pet_with_key(
-        self, new_pet: NewPet, *, claim: IdempotencyClaim
-    ) -> Awaitable[ClaimOutcome]:
-        """Insert one animal and its idempotency record in one transaction (D16),
-        unless an unexpired record of the claim's key exists: then nothing is written
-        and that record is returned, ``replayed``."""
-        ...
-
-    def find_idempotency_record(
-        self, api_key_id: int, key: str, *, created_after: datetime
-    ) -> Awaitable[IdempotencyRecord | None]:
-        """The record of ``key`` for this API key, if created after ``created_after``."""
-        ...
-
-    def purge_idempotency_records(self, *, created_before: datetime) -> Awaitable[int]:
-        """Delete records created before ``created_before``; how many were deleted."""
-        ...
-
-    def list_pets(
-        self, *, status: PetStatus | None, after_id: int, limit: int
-    ) -> Awaitable[list[Pet]]:
-        """Up to ``limit`` animals with ``id > after_id``, ascending id (D7)."""
-        ...
-
-    def get_pet(self, pet_id: int) -> Awaitable[Pet | None]:
-        """The animal with this id, or None."""
-        ...
-
-    def get_pets(self, pet_ids: Sequence[int]) -> Awaitable[list[Pet | None]]:
-        """The animals of ``pet_ids`` in that order (one query), None where none."""
-        ...
-
-    def pets_version(self) -> Awaitable[tuple[Any, ...] | None]:
-        """What moves whenever animals change outside the API (an ``UPDATE``,
-        ``DELETE`` or ``TRUNCATE`` of ``pets``, a restore, a failover: migrations 0004
-        and 0005); None where the database keeps no such version."""
-        ...
-
-    def create_api_key(
-        self,
-        *,
-        name: str,
-        prefix: str,
-        key_hash: str,
-        created_at: datetime,
-        expires_at: datetime | None,
-        scopes: tuple[str, ...],
-        rate_limit: str | None,
-    ) -> Awaitable[ApiKey]:
-        """Store a new key's hash and metadata (``scopes`` D21, ``rate_limit`` D22)."""
-        ...
-
-    def list_api_keys(self) -> Awaitable[list[ApiKey]]:
-        """Every key, revoked and expired ones included, by id."""
-        ...
-
-    def revoke_api_key(self, key_id: int, *, at: datetime) -> Awaitable[bool]:
-        """Mark a key revoked at ``at``; False when no unrevoked key has that id."""
-        ...
-
-    def find_api_keys(self, prefix: str) -> Awaitable[list[ApiKeyRecord]]:
-        """The keys whose visible prefix is ``prefix`` (usually one)."""
-        ...
-
-    def count_active_api_keys(self, *, now: datetime) -> Awaitable[int]:
-        """How many keys are neither revoked nor expired at ``now``."""
-        ...
-
-    def schema_revision(self) -> Awaitable[str | None]:
+    async def schema_revision(self) -> str | None:
         """The applied migration revision, None on an empty database."""
-        ...
+        (row,) = await self.database.read(self._dialect.schema_exists)
+        if not row["present"]:
+            return None
+        rows = await self.database.read(self._dialect.schema_revision)
+        return str(rows[0]["version_num"]) if rows else None
 
     def pool_stats(self) -> dict[str, int]:
-        """Connection pool figures by name (for metrics): at least ``size``,
-        ``available`` and ``writes_waiting``."""
-        ...
+        """Connection pool figures by name (for metrics): ``size``, ``available``,
+        ``requests_waiting`` and ``writes_waiting`` (creates queued for a commit)."""
+        return {**self.database.stats(), "writes_waiting": self.pets.writes_waiting()}
 
-    def close(self) -> Awaitable[None]:
-        """Finish pending writes and release connections; later calls raise
-        ``errors.Unavailable``. Safe after a failed open, without one, and twice."""
-        ...
+    async def close(self) -> None:
+        """Finish pending writes, stop the change signal and release connections;
+        later calls raise ``errors.Unavailable``. Safe after a failed open, without
+        one, and twice."""
+        try:
+            await self.pets.close()
+            await self.changes.close()
+        finally:
+            await self.database.close()
 
 
-def create_store(url: str, *, pool_size: int = 10) -> Store:
+def create_store(
+    url: str,
+    *,
+    pool_size: int = 10,
+    monotonic: Monotonic = monotonic,
+    tracer: Tracer | None = None,
+) -> Store:
     """The store for the database ``url``, not yet open (no connection, no thread).
 
     ``pool_size`` bounds the connections of a PostgreSQL store (SQLite uses one
-    reader and one writer). Raises ``config.UnsupportedDatabaseError`` for an unknown
-    URL scheme or an unusable SQLite URL.
+    reader and one writer). With an OpenTelemetry ``tracer``, every statement is a
+    span (D23, :mod:`.traced`). Raises ``config.UnsupportedDatabaseError`` for an
+    unknown URL scheme or an unusable SQLite URL.
     """
     from petstore.server import config
 
+    database: Database
     path = config.sqlite_path(url)
     if path is not None:
-        from petstore.server.store.sqlite import SQLiteStore
+        from petstore.server.store.sqlite import DIALECT, SQLiteDatabase
 
-        return SQLiteStore(path)
-    if config.is_postgres(url):
-        from petstore.server.store.postgres import PostgresStore
+        database, dialect = SQLiteDatabase(path), DIALECT
+    elif config.is_postgres(url):
+        from petstore.server.store.postgres import DIALECT, PostgresDatabase
 
-        return PostgresStore(url, pool_size=pool_size)
-    raise config.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
+        database, dialect = PostgresDatabase(url, size=pool_size), DIALECT
+    else:
+        raise config.UnsupportedDatabaseError(f"unsupported database URL: {url.split(':', 1)[0]}")
+    if tracer is not None:
+        from petstore.server.store.traced import TracedDatabase
+
+        database = TracedDatabase(database, tracer)
+    return Store(database, dialect, monotonic=monotonic)
 
 
 async def open_store(url: str, *, pool_size: int = 10) -> Store:
@@ -229,16 +193,3 @@ async def open_store(url: str, *, pool_size: int = 10) -> Store:
     store = create_store(url, pool_size=pool_size)
     await store.open()
     return store
-
-
-async def require_current_schema(store: Store) -> None:
-    """For the backends' ``open``: raises SchemaOutOfDateError unless ``store``'s
-    schema is one this code can run on (``migrate.schema_is_usable``)."""
-    from petstore.server.store import migrate
-
-    found = await store.schema_revision()
-    if not migrate.schema_is_usable(found):
-        raise SchemaOutOfDateError(
-            f"database schema is at revision {found or 'none'}, this code needs "
-            f"{migrate.head_revision()}; run `petstore db upgrade`"
-        )

@@ -6,35 +6,33 @@ costs no durability (interface: Add an animal; D26), and it saves a commit (an f
 a round trip) per create when creates are concurrent. A create that finds no commit
 running waits :data:`petstore.server.batches.CREATE_WAIT_TURNS` turns of the event
 loop first, so that creates arriving meanwhile share its commit. Creates under an
-Idempotency-Key go straight to the store, each in a transaction of its own (D16).
+Idempotency-Key go straight to the repository, each in a transaction of its own (D16).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-
 from petstore.schemas import NewPet, Pet
 from petstore.server.batches import CREATE_WAIT_TURNS, Batcher
-from petstore.server.store import Store
-from petstore.server.store.decorator import StoreDecorator
+from petstore.server.store.decorator import PetsDecorator
+from petstore.server.store.pets import PetRepository
 
 
-class GroupCommit(StoreDecorator):
-    """``inner`` whose :meth:`create_pet` calls share ``inner.create_pets`` commits."""
+class GroupCommit(PetsDecorator):
+    """``inner`` whose :meth:`create` calls share ``inner.create_many`` commits."""
 
-    def __init__(self, inner: Store, *, wait_turns: int = CREATE_WAIT_TURNS) -> None:
+    def __init__(self, inner: PetRepository, *, wait_turns: int = CREATE_WAIT_TURNS) -> None:
         super().__init__(inner)
-        self._creates: Batcher[NewPet, Pet] = Batcher(inner.create_pets, wait_turns=wait_turns)
+        self._creates: Batcher[NewPet, Pet] = Batcher(inner.create_many, wait_turns=wait_turns)
 
-    def create_pet(self, new_pet: NewPet) -> Awaitable[Pet]:
-        """``Store.create_pet``, committed with the creates that arrive with it."""
-        return self._creates.submit(new_pet)
+    async def create(self, new_pet: NewPet) -> Pet:
+        """``PetRepository.create``, committed with the creates that arrive with it."""
+        return await self._creates.submit(new_pet)
 
-    def pool_stats(self) -> dict[str, int]:
-        """The store's figures, ``writes_waiting`` the creates queued for a commit."""
-        return {**self.inner.pool_stats(), "writes_waiting": self._creates.waiting}
+    def writes_waiting(self) -> int:
+        """The creates queued for a commit."""
+        return self._creates.waiting
 
     async def close(self) -> None:
-        """Commit the creates already queued, then close the store."""
+        """Commit the creates already queued, then close what it wraps."""
         await self._creates.close()
         await self.inner.close()

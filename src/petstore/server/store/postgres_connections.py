@@ -6,28 +6,35 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import PoolTimeout
 
-from petstore.server.store.driver import Reachable
+from petstore.server.store.driver import NONE, Params, Reachable
+from petstore.server.store.rows import Row
 
 
-class Connection(psycopg.AsyncConnection[TupleRow]):
+class Connection(psycopg.AsyncConnection[Any]):
     """A pooled connection, and the one cursor its statements run on
     (:attr:`cursor_for_statements`, made by :meth:`keep_a_cursor` when the pool
     opens it): a cursor made once keeps what it learnt of its queries, their
     parameters' and results' types, where a new cursor per statement looks them up
-    again. A connection runs one statement at a time, lent to one call at a time."""
+    again. Its rows are mappings by column name. A connection runs one statement at
+    a time, lent to one call at a time."""
 
-    cursor_for_statements: psycopg.AsyncCursor[TupleRow]
+    cursor_for_statements: psycopg.AsyncCursor[DictRow]
 
     def keep_a_cursor(self) -> None:
         """Make the cursor every statement on this connection runs on."""
-        self.cursor_for_statements = self.cursor()
+        self.cursor_for_statements = self.cursor(row_factory=dict_row)
+
+    async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
+        """Run ``statement`` on :attr:`cursor_for_statements`; its rows (none for a
+        statement without). Inside ``transaction()``, a ``driver.Transaction``."""
+        return await rows_of(await self.cursor_for_statements.execute(statement, params))
 
 
 #: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
@@ -76,6 +83,19 @@ def connection_options(
     psycopg.ProgrammingError for a URL libpq cannot parse."""
     given = conninfo_to_dict(url)
     return {**{k: v for k, v in defaults.items() if k not in given}, **options}
+
+
+async def rows_of(cursor: psycopg.AsyncCursor[Any]) -> list[Row]:
+    """The rows of ``cursor``'s last statement (none for one that returns none)."""
+    return list(await cursor.fetchall()) if returns_rows(cursor) else []
+
+
+def returns_rows(cursor: psycopg.AsyncCursor[Any]) -> bool:
+    """Whether ``cursor``'s last statement returned rows (a ``SELECT``, a ``RETURNING``),
+    none for a ``DELETE`` without ``RETURNING``: its result's column count, read as
+    it is (``cursor.description`` builds a column object for each)."""
+    result = cursor.pgresult
+    return result is not None and result.nfields > 0
 
 
 class NoAnswer(psycopg.OperationalError):

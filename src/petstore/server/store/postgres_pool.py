@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString, TypeVar
 
@@ -28,7 +28,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from petstore.server import errors
-from petstore.server.store.driver import Params, Row, Statements, Transaction
+from petstore.server.store.driver import NONE, Params, Transaction
 from petstore.server.store.postgres_connections import (
     KEEPALIVES,
     SERVICE_SESSION,
@@ -38,38 +38,22 @@ from petstore.server.store.postgres_connections import (
     as_unavailable,
     connection_options,
     reachable,
+    rows_of,
 )
+from petstore.server.store.rows import Row
 
 T = TypeVar("T")
 
 
-def returns_rows(cursor: psycopg.AsyncCursor[Any]) -> bool:
-    """Whether ``cursor``'s last statement returned rows (a ``SELECT``, a ``RETURNING``),
-    none for a ``DELETE`` without ``RETURNING``: its result's column count, read as
-    it is (``cursor.description`` builds a column object for each)."""
-    result = cursor.pgresult
-    return result is not None and result.nfields > 0
-
-
-class _Transaction:
-    """Statements on one connection inside ``conn.transaction()``."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-
-    async def fetch(self, statement: LiteralString, params: Params = ()) -> list[Row]:
-        cursor = await self._conn.cursor_for_statements.execute(statement, params)
-        return list(await cursor.fetchall()) if returns_rows(cursor) else []
-
-
 class PostgresDatabase:
-    """:class:`.driver.Database` over the ``postgresql://`` ``url`` with its
-    ``statements``: 1 to ``size`` connections (an idle instance holds one), every
-    wait bounded by ``timeout`` seconds, each session in UTC. Constructing it does no
-    I/O; :meth:`open` connects. Use it from one event loop."""
+    """:class:`.driver.Database` over the ``postgresql://`` ``url``: 1 to ``size``
+    connections (an idle instance holds one), every wait bounded by ``timeout``
+    seconds, each session in UTC. Constructing it does no I/O; :meth:`open` connects.
+    Use it from one event loop."""
 
-    def __init__(self, url: str, *, statements: Statements, size: int, timeout: float) -> None:
-        self.statements = statements
+    system = "postgresql"
+
+    def __init__(self, url: str, *, size: int = 10, timeout: float = 5.0) -> None:
         self._url = url
         self._timeout = timeout
         self._working: set[asyncio.Task[Any]] = set()  # every bounded call's task
@@ -116,24 +100,42 @@ class PostgresDatabase:
             await probe.close()
             await self._pool.open(wait=True, timeout=self._timeout)
 
-    def read(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
+    async def read(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         """One SELECT; run once more on another connection if its own was dead."""
-        return self._bounded(lambda call: self._run(call, statement, params, again=True))
+        return await self._bounded(lambda call: self._run(call, statement, params, again=True))
 
-    def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
+    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         """One autocommit statement; never run twice (``errors.Unavailable`` when its
         connection died: its commit's outcome is unknown, D25)."""
-        return self._bounded(lambda call: self._run(call, statement, params, again=False))
+        return await self._bounded(lambda call: self._run(call, statement, params, again=False))
 
-    def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> Awaitable[T]:
+    async def write_each(
+        self, statement: LiteralString, params: Sequence[Params]
+    ) -> list[list[Row]]:
+        """``statement`` for each of ``params`` inside ``BEGIN`` ... ``COMMIT`` on one
+        connection, sent together (psycopg's ``executemany``, pipelined), within the
+        bound; each run's rows in the order of ``params``."""
+
+        async def each(call: Call) -> list[list[Row]]:
+            async with self._lend(call) as conn, conn.transaction():
+                cursor = conn.cursor_for_statements
+                await cursor.executemany(statement, params, returning=True)
+                runs = [await rows_of(cursor)]
+                while cursor.nextset():
+                    runs.append(await rows_of(cursor))
+                return runs
+
+        return await self._bounded(each)
+
+    async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``work`` inside ``BEGIN`` ... ``COMMIT`` on one connection, all of it
         within the bound."""
 
         async def transact(call: Call) -> T:
             async with self._lend(call) as conn, conn.transaction():
-                return await work(_Transaction(conn))
+                return await work(conn)
 
-        return self._bounded(transact)
+        return await self._bounded(transact)
 
     @asynccontextmanager
     async def _lend(self, call: Call) -> AsyncIterator[Connection]:
@@ -163,8 +165,7 @@ class PostgresDatabase:
         # autocommit statement needs.
         conn = await self._borrow(call)
         try:
-            cursor = await conn.cursor_for_statements.execute(statement, params)
-            return list(await cursor.fetchall()) if returns_rows(cursor) else []
+            return await conn.fetch(statement, params)
         except psycopg.OperationalError:
             if not (again and conn.broken):
                 raise

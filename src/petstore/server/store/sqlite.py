@@ -12,94 +12,105 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import LiteralString, TypeVar
 
-from petstore.server.store.driver import Params, Row, Statements, Transaction
-from petstore.server.store.queries import SQLStore
+from petstore.schemas import NewPet, Pet
+from petstore.server.store import Dialect
+from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyStatements
+from petstore.server.store.driver import NONE, Params, Transaction
+from petstore.server.store.idempotency_records import IdempotencyStatements
+from petstore.server.store.pets import PetStatements
+from petstore.server.store.rows import Row, insert_columns, insert_values, select_list
 from petstore.server.store.sqlite_connections import (
     Writer,
     connect,
     iso,
     not_open,
-    parse_time,
     reachable,
 )
 
 T = TypeVar("T")
 
+_PET = select_list(Pet)
+_RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at"
 
-#: SQLite's SQL (``?`` placeholders; timestamps as ISO text in UTC, :func:`iso`). One
-#: writer at a time and ``AUTOINCREMENT`` keep ids in commit order (D5, D9).
-STATEMENTS = Statements(
-    insert_pets=(
-        "INSERT INTO pets (name, category_id, status) "
-        "SELECT value ->> 'name', value ->> 'categoryId', value ->> 'status' "
-        "FROM json_each(?) RETURNING id, name, category_id, status"
+#: SQLite's SQL (named ``:name`` parameters; timestamps as ISO text in UTC, :func:`iso`).
+#: One writer at a time and ``AUTOINCREMENT`` keep ids in commit order (D5, D9).
+DIALECT = Dialect(
+    pets=PetStatements(
+        insert=(
+            f"INSERT INTO pets ({insert_columns(NewPet)}) "
+            f"VALUES ({insert_values(NewPet, 'named')}) RETURNING {_PET}"
+        ),
+        list_page=f"SELECT {_PET} FROM pets WHERE id > :after_id ORDER BY id LIMIT :limit",
+        list_page_of_status=(
+            f"SELECT {_PET} FROM pets WHERE status = :status AND id > :after_id "
+            "ORDER BY id LIMIT :limit"
+        ),
+        get=f"SELECT {_PET} FROM pets WHERE id = :id",
+        get_many=f"SELECT {_PET} FROM pets WHERE id IN (SELECT value FROM json_each(:ids))",
+        # Migration 0005's count of the changes made to animals (triggers).
+        version="SELECT changes FROM pet_changes",
     ),
-    insert_pet="INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id",
-    lock_id_order=None,
-    list_pets="SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?",
-    list_pets_of_status=(
-        "SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY "
-        "id LIMIT ?"
+    api_keys=ApiKeyStatements(
+        insert=(
+            "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at, scopes, "
+            "rate_limit) VALUES (:name, :prefix, :key_hash, :created_at, :expires_at, :scopes, "
+            f":rate_limit) RETURNING {select_list(ApiKey)}"
+        ),
+        list_all=f"SELECT {select_list(ApiKey)} FROM api_keys ORDER BY id",
+        revoke=(
+            "UPDATE api_keys SET revoked_at = :revoked_at "
+            "WHERE id = :id AND revoked_at IS NULL RETURNING id"
+        ),
+        find=f"SELECT {select_list(ApiKeyRecord)} FROM api_keys WHERE prefix = :prefix",
+        count_active=(
+            "SELECT count(*) AS active FROM api_keys "
+            "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now)"
+        ),
     ),
-    get_pet="SELECT id, name, category_id, status FROM pets WHERE id = ?",
-    get_pets=(
-        "SELECT id, name, category_id, status FROM pets WHERE id IN (SELECT value FROM "
-        "json_each(?))"
-    ),
-    # Migration 0005's count of the changes made to animals outside the API (triggers).
-    pets_version="SELECT changes FROM pet_changes",
-    delete_expired_claim=(
-        "DELETE FROM idempotency_records "
-        "WHERE api_key_id = ? AND idempotency_key = ? AND created_at < ?"
-    ),
-    insert_claim=(
-        "INSERT INTO idempotency_records (api_key_id, idempotency_key, fingerprint, pet_id, "
-        "response, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING pet_id"
-    ),
-    select_claim=(
-        "SELECT api_key_id, idempotency_key, fingerprint, pet_id, response, created_at FROM "
-        "idempotency_records "
-        "WHERE api_key_id = ? AND idempotency_key = ?"
-    ),
-    find_idempotency_record=(
-        "SELECT api_key_id, idempotency_key, fingerprint, pet_id, response, created_at FROM "
-        "idempotency_records "
-        "WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?"
-    ),
-    purge_idempotency_records="DELETE FROM idempotency_records WHERE created_at < ? RETURNING 1",
-    insert_api_key=(
-        "INSERT INTO api_keys (name, prefix, key_hash, created_at, expires_at, scopes, "
-        "rate_limit) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id, name, prefix, created_at, "
-        "expires_at, revoked_at, scopes, rate_limit"
-    ),
-    list_api_keys=(
-        "SELECT id, name, prefix, created_at, expires_at, revoked_at, scopes, rate_limit FROM "
-        "api_keys ORDER BY id"
-    ),
-    revoke_api_key=(
-        "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id"
-    ),
-    find_api_keys=(
-        "SELECT id, key_hash, expires_at, revoked_at, scopes, rate_limit "
-        "FROM api_keys WHERE prefix = ?"
-    ),
-    count_active_api_keys=(
-        "SELECT count(*) FROM api_keys "
-        "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+    idempotency_records=IdempotencyStatements(
+        delete_expired=(
+            "DELETE FROM idempotency_records "
+            "WHERE api_key_id = :api_key_id AND idempotency_key = :key "
+            "AND created_at < :expired_before"
+        ),
+        insert=(
+            "INSERT INTO idempotency_records (api_key_id, idempotency_key, fingerprint, pet_id, "
+            "response, created_at) "
+            "VALUES (:api_key_id, :key, :fingerprint, :pet_id, :response, :created_at) "
+            "ON CONFLICT DO NOTHING RETURNING pet_id"
+        ),
+        select=(
+            f"SELECT {_RECORD} FROM idempotency_records "
+            "WHERE api_key_id = :api_key_id AND idempotency_key = :key"
+        ),
+        find=(
+            f"SELECT {_RECORD} FROM idempotency_records "
+            "WHERE api_key_id = :api_key_id AND idempotency_key = :key "
+            "AND created_at > :created_after"
+        ),
+        purge="DELETE FROM idempotency_records WHERE created_at < :created_before RETURNING 1",
     ),
     schema_exists=(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+        "SELECT count(*) AS present FROM sqlite_master "
+        "WHERE type = 'table' AND name = 'alembic_version'"
     ),
     schema_revision="SELECT version_num FROM alembic_version",
     to_db=iso,
-    from_db=parse_time,
 )
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[Row]:
+    """The rows of ``cursor``'s statement, each by the names it gave its columns."""
+    rows = cursor.fetchall()
+    if not rows:
+        return []
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 class _Transaction:
@@ -109,14 +120,29 @@ class _Transaction:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    async def fetch(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+    async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         with reachable:
-            return self._conn.execute(statement, params).fetchall()
+            return _rows(self._conn.execute(statement, params))
 
 
 def _run(statement: LiteralString, params: Params, conn: sqlite3.Connection) -> list[Row]:
     with reachable:
-        return conn.execute(statement, params).fetchall()
+        return _rows(conn.execute(statement, params))
+
+
+def _run_each(
+    statement: LiteralString, params: Sequence[Params], conn: sqlite3.Connection
+) -> list[list[Row]]:
+    """``statement`` for each of ``params`` in one transaction, committed once."""
+    with reachable:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            runs = [_rows(conn.execute(statement, each)) for each in params]
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return runs
 
 
 def _begin(conn: sqlite3.Connection) -> None:
@@ -140,7 +166,7 @@ class SQLiteDatabase:
     connection on the event loop, and the write connection of one :class:`Writer`
     thread, used by one write at a time (an ``asyncio.Lock``)."""
 
-    statements = STATEMENTS
+    system = "sqlite"
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -153,24 +179,29 @@ class SQLiteDatabase:
         await self._writer.start()
         self._reader = connect(self.path, readonly=True)
 
-    async def read(self, statement: LiteralString, params: Params = ()) -> list[Row]:
+    async def read(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         """One SELECT on the read connection: a snapshot of every commit so far."""
         if self._reader is None:
             not_open()
         with reachable:
-            return self._reader.execute(statement, params).fetchall()
+            return _rows(self._reader.execute(statement, params))
 
-    def write(self, statement: LiteralString, params: Params = ()) -> Awaitable[list[Row]]:
-        """One statement committed on its own by the writer thread: the writer's
-        future, or, while a transaction holds the connection, a coroutine that waits
-        for it to end first."""
+    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
+        """One statement committed on its own by the writer thread, after the
+        transaction that holds the connection, if any."""
+        return await self._submit(partial(_run, statement, params))
+
+    async def write_each(
+        self, statement: LiteralString, params: Sequence[Params]
+    ) -> list[list[Row]]:
+        """``statement`` for each of ``params``, committed once by the writer thread."""
+        return await self._submit(partial(_run_each, statement, params))
+
+    async def _submit(self, job: Callable[[sqlite3.Connection], T]) -> T:
         if self._lock.locked() or self._reader is None:  # in a transaction, or not open
-            return self._write_after(statement, params)
-        return self._writer.submit(partial(_run, statement, params))
-
-    async def _write_after(self, statement: LiteralString, params: Params) -> list[Row]:
-        async with self._lock:
-            return await self._writer.submit(partial(_run, statement, params))
+            async with self._lock:
+                return await self._writer.submit(job)
+        return await self._writer.submit(job)
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``BEGIN IMMEDIATE`` and ``COMMIT`` on the writer thread, ``work``'s
@@ -201,12 +232,3 @@ class SQLiteDatabase:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-
-
-class SQLiteStore(SQLStore):
-    """:class:`petstore.server.store.Store` over the SQLite file at ``path`` (created by
-    the migrations). Constructing it does no I/O; :meth:`open` connects."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        super().__init__(SQLiteDatabase(path))

@@ -1,147 +1,114 @@
-"""Database spans (D23): :class:`TracedStore` gives each store call of a request a
-child span of the request's server span, named ``<operation> <table>`` with the
-OpenTelemetry database semantic-convention attributes.
+"""Database spans (D23): :class:`TracedDatabase` gives each statement a request runs a
+child span of the request's span, at the driver's seam, so every repository method,
+those added later included, is traced with no edit here.
 
-Every method of :class:`~petstore.server.store.Store` that reaches the database is
-written out here with its span (``tests/test_tracing.py`` checks that none is
-missing). A call that a speed device answers with others (a group commit, grouped
-reads) is one span per caller, covering its wait; one answered from memory has a
-span too, as it stands where the database call would.
+A span is named ``<operation> <table>`` (``SELECT pets``), both read off the
+statement's own text, with the OpenTelemetry database semantic-convention attributes
+(``db.system.name``, ``db.operation.name``, ``db.collection.name``). Statements a
+speed device runs for several requests at once (a group commit, grouped reads) are
+spans of the request that started them; an answer a device gives from memory runs no
+statement and has no span.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, LiteralString, TypeVar
 
-from petstore.schemas import NewPet, Pet, PetStatus
-from petstore.server.store import (
-    ApiKey,
-    ApiKeyRecord,
-    ClaimOutcome,
-    IdempotencyClaim,
-    IdempotencyRecord,
-    Store,
-)
-from petstore.server.store.decorator import StoreDecorator
+from petstore.server.store.driver import NONE, Database, Params, Transaction
+from petstore.server.store.rows import Row
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
+T = TypeVar("T")
 
-class TracedStore(StoreDecorator):
-    """``inner`` with a span around each database call, for the ``tracer``;
-    ``system`` is ``db.system.name`` (``sqlite`` or ``postgresql``)."""
+#: The table a statement works on: the first one it reads from, inserts into,
+#: updates or deletes from.
+_TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE)\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 
-    def __init__(self, inner: Store, tracer: Tracer, *, system: str) -> None:
-        super().__init__(inner)
+
+@lru_cache(maxsize=256)  # statements are the dialects' constants: a few dozen
+def span_name(statement: str) -> tuple[str, str]:
+    """``(operation, table)`` of a statement: its first keyword, upper case, and the
+    table of :data:`_TABLE` (``""`` when it names none)."""
+    operation = statement.split(None, 1)[0].upper()
+    found = _TABLE.search(statement)
+    return operation, "" if found is None else found.group(1)
+
+
+class TracedDatabase:
+    """``inner`` (a :class:`.driver.Database`) with a span around each statement, for
+    the ``tracer``."""
+
+    def __init__(self, inner: Database, tracer: Tracer) -> None:
+        self.inner = inner
+        self.system = inner.system
         self._tracer = tracer
-        self._system = system
 
-    def _span(self, operation: str, table: str) -> AbstractContextManager[object]:
+    def _span(self, statement: str) -> AbstractContextManager[object]:
         from opentelemetry.trace import get_current_span
 
         if not get_current_span().is_recording():  # no request span, or not sampled
             return nullcontext()
-        return self._recording(operation, table)
+        return self._recording(*span_name(statement))
 
     @contextmanager
     def _recording(self, operation: str, table: str) -> Iterator[object]:
         from opentelemetry.trace import SpanKind
 
+        attributes = {"db.system.name": self.system, "db.operation.name": operation}
+        if table:
+            attributes["db.collection.name"] = table
         with self._tracer.start_as_current_span(
-            f"{operation} {table}",
-            kind=SpanKind.CLIENT,
-            attributes={
-                "db.system.name": self._system,
-                "db.operation.name": operation,
-                "db.collection.name": table,
-            },
+            f"{operation} {table}".strip(), kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
             yield span
 
-    async def create_pet(self, new_pet: NewPet) -> Pet:
-        with self._span("INSERT", "pets"):
-            return await self.inner.create_pet(new_pet)
+    async def open(self) -> None:
+        """``Database.open`` of the database traced."""
+        await self.inner.open()
 
-    async def create_pets(self, new_pets: Sequence[NewPet]) -> list[Pet]:
-        with self._span("INSERT", "pets"):
-            return await self.inner.create_pets(new_pets)
+    async def read(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
+        """``Database.read``, in a span."""
+        with self._span(statement):
+            return await self.inner.read(statement, params)
 
-    async def create_pet_with_key(
-        self, new_pet: NewPet, *, claim: IdempotencyClaim
-    ) -> ClaimOutcome:
-        with self._span("INSERT", "pets"):
-            return await self.inner.create_pet_with_key(new_pet, claim=claim)
+    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
+        """``Database.write``, in a span."""
+        with self._span(statement):
+            return await self.inner.write(statement, params)
 
-    async def find_idempotency_record(
-        self, api_key_id: int, key: str, *, created_after: datetime
-    ) -> IdempotencyRecord | None:
-        with self._span("SELECT", "idempotency_records"):
-            return await self.inner.find_idempotency_record(
-                api_key_id, key, created_after=created_after
-            )
+    async def write_each(
+        self, statement: LiteralString, params: Sequence[Params]
+    ) -> list[list[Row]]:
+        """``Database.write_each``, one span for the runs together."""
+        with self._span(statement):
+            return await self.inner.write_each(statement, params)
 
-    async def purge_idempotency_records(self, *, created_before: datetime) -> int:
-        with self._span("DELETE", "idempotency_records"):
-            return await self.inner.purge_idempotency_records(created_before=created_before)
+    async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``Database.in_transaction``, a span around each of ``work``'s statements."""
+        return await self.inner.in_transaction(lambda tx: work(_TracedTransaction(tx, self)))
 
-    async def list_pets(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
-        with self._span("SELECT", "pets"):
-            return await self.inner.list_pets(status=status, after_id=after_id, limit=limit)
+    def stats(self) -> dict[str, int]:
+        """``Database.stats`` of the database traced."""
+        return self.inner.stats()
 
-    async def get_pet(self, pet_id: int) -> Pet | None:
-        with self._span("SELECT", "pets"):
-            return await self.inner.get_pet(pet_id)
+    async def close(self) -> None:
+        """``Database.close`` of the database traced."""
+        await self.inner.close()
 
-    async def get_pets(self, pet_ids: Sequence[int]) -> list[Pet | None]:
-        with self._span("SELECT", "pets"):
-            return await self.inner.get_pets(pet_ids)
 
-    async def pets_version(self) -> tuple[Any, ...] | None:
-        with self._span("SELECT", "pet_changes"):
-            return await self.inner.pets_version()
+class _TracedTransaction:
+    """``inner`` with a span of ``database``'s around each statement."""
 
-    async def create_api_key(
-        self,
-        *,
-        name: str,
-        prefix: str,
-        key_hash: str,
-        created_at: datetime,
-        expires_at: datetime | None,
-        scopes: tuple[str, ...],
-        rate_limit: str | None,
-    ) -> ApiKey:
-        with self._span("INSERT", "api_keys"):
-            return await self.inner.create_api_key(
-                name=name,
-                prefix=prefix,
-                key_hash=key_hash,
-                created_at=created_at,
-                expires_at=expires_at,
-                scopes=scopes,
-                rate_limit=rate_limit,
-            )
+    def __init__(self, inner: Transaction, database: TracedDatabase) -> None:
+        self._inner = inner
+        self._database = database
 
-    async def list_api_keys(self) -> list[ApiKey]:
-        with self._span("SELECT", "api_keys"):
-            return await self.inner.list_api_keys()
-
-    async def revoke_api_key(self, key_id: int, *, at: datetime) -> bool:
-        with self._span("UPDATE", "api_keys"):
-            return await self.inner.revoke_api_key(key_id, at=at)
-
-    async def find_api_keys(self, prefix: str) -> list[ApiKeyRecord]:
-        with self._span("SELECT", "api_keys"):
-            return await self.inner.find_api_keys(prefix)
-
-    async def count_active_api_keys(self, *, now: datetime) -> int:
-        with self._span("SELECT", "api_keys"):
-            return await self.inner.count_active_api_keys(now=now)
-
-    async def schema_revision(self) -> str | None:
-        with self._span("SELECT", "alembic_version"):
-            return await self.inner.schema_revision()
+    async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
+        with self._database._span(statement):
+            return await self._inner.fetch(statement, params)

@@ -6,8 +6,9 @@ slice, no library). Spans are exported only when the standard
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (and
 ``OTEL_SDK_DISABLED`` is not ``true``): then :func:`tracing_from_environment` builds
 the OpenTelemetry SDK's tracer with its OTLP/HTTP exporter, configured by the other
-``OTEL_*`` variables as the SDK reads them, and ``store.traced.TracedStore`` wraps the
-store so each database call of a request is a child span of the request's server span.
+``OTEL_*`` variables as the SDK reads them, and ``store.traced.TracedDatabase`` wraps
+the store's driver so each statement of a request is a child span of the request's
+server span.
 Unset, nothing of OpenTelemetry is imported and a request does no tracing work.
 """
 

@@ -1,0 +1,95 @@
+"""Idempotency records (D16): their values, each dialect's SQL for them, and the
+repository that finds and purges them. A record is written only with its animal, in
+the animal's transaction (``PetRepository.create_with_key``).
+
+A record keeps the original 201's Pet as JSON; it is read back into today's
+:class:`~petstore.schemas.Pet`, so a replay after a deploy that added an optional
+field to Pet has the field, at its default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, LiteralString, NamedTuple
+
+import msgspec
+
+from petstore.schemas import Pet
+from petstore.server.store.driver import Database
+from petstore.server.store.rows import Row
+
+
+class IdempotencyClaim(msgspec.Struct, frozen=True):
+    """A create's claim on an Idempotency-Key (D16): stored with the animal, in the
+    same transaction, unless an unexpired record of the same key already exists.
+    Records of this key created before ``expired_before`` are replaced."""
+
+    api_key_id: int
+    key: str
+    fingerprint: str
+    created_at: datetime
+    expired_before: datetime
+
+
+class IdempotencyRecord(msgspec.Struct, frozen=True):
+    """A stored Idempotency-Key: the request's fingerprint and the Pet its first 201
+    answered, in today's shape."""
+
+    api_key_id: int
+    key: str
+    fingerprint: str
+    pet: Pet
+    created_at: datetime
+
+
+class IdempotencyStatements(NamedTuple):
+    """One dialect's SQL for idempotency records; parameters named as the comments
+    say. Each that returns a record lists ``api_key_id``, ``key``, ``fingerprint``,
+    ``response`` (the Pet's JSON) and ``created_at``."""
+
+    #: ``api_key_id``, ``key``, ``expired_before``.
+    delete_expired: LiteralString
+    #: ``api_key_id``, ``key``, ``fingerprint``, ``pet_id``, ``response``,
+    #: ``created_at``; a row when stored, none when the key has a record.
+    insert: LiteralString
+    #: ``api_key_id``, ``key``.
+    select: LiteralString
+    #: ``api_key_id``, ``key``, ``created_after``.
+    find: LiteralString
+    #: ``created_before``; a row for each record deleted.
+    purge: LiteralString
+
+
+def record_of(row: Row) -> IdempotencyRecord:
+    """The record of a row of :class:`IdempotencyStatements`. Raises
+    msgspec.ValidationError or msgspec.DecodeError for a damaged row."""
+    pet = msgspec.json.decode(row["response"], type=Pet)
+    fields = {name: value for name, value in row.items() if name != "response"}
+    return msgspec.convert({**fields, "pet": pet}, IdempotencyRecord)
+
+
+class IdempotencyRecordRepository:
+    """The idempotency records of ``database``, with its dialect's ``sql``;
+    ``to_db`` is the dialect's timestamp parameter. Every method raises
+    ``errors.Unavailable`` when the database cannot be used now."""
+
+    def __init__(
+        self, database: Database, *, sql: IdempotencyStatements, to_db: Callable[[Any], Any]
+    ) -> None:
+        self._database = database
+        self._sql = sql
+        self._to_db = to_db
+
+    async def find(
+        self, api_key_id: int, key: str, *, created_after: datetime
+    ) -> IdempotencyRecord | None:
+        """The record of ``key`` for this API key, if created after ``created_after``."""
+        params = {"api_key_id": api_key_id, "key": key, "created_after": self._to_db(created_after)}
+        rows = await self._database.read(self._sql.find, params)
+        return record_of(rows[0]) if rows else None
+
+    async def purge(self, *, created_before: datetime) -> int:
+        """Delete records created before ``created_before``; how many were deleted."""
+        params = {"created_before": self._to_db(created_before)}
+        return len(await self._database.write(self._sql.purge, params))
