@@ -8,20 +8,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-prerequisites lint lint-openapi typecheck unit unit-fast browser servers operator-tools image kubernetes-tools kubernetes-check kubernetes-pin clean
+.PHONY: serve test test-prerequisites lint lint-openapi typecheck docs unit unit-fast browser servers operator-tools image kubernetes-tools kubernetes-check kubernetes-pin clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 ## serve: install into .venv and serve http://127.0.0.1:8000/v1 on the embedded SQLite database
 serve: $(STAMP)
 	$(BIN)/petstore serve
 
-## test: lint, type-check, lint the OpenAPI document, check the Kubernetes manifests and run the whole test suite (schemathesis included)
-test: lint typecheck lint-openapi kubernetes-check unit
+## test: lint, type-check, lint the OpenAPI document, build the docs site, check the Kubernetes manifests and run the whole test suite (schemathesis included)
+test: lint typecheck lint-openapi docs kubernetes-check unit
 
 ## lint: ruff, the layer contracts (import-linter), every imported distribution declared (deptry) and the image's locks up to date with pyproject.toml (uv pip compile, from uv's cache when it has what they need, else the package index)
 lint: $(STAMP)
@@ -33,6 +33,13 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+## docs: the docs site from docs/ into build/docs (Sphinx, MyST, autodoc; docs/contributing.md), strict: a broken link or anchor, a page missing from the navigation or a docstring reference that resolves to nothing fails it
+DOCS_SITE := build/docs
+docs: $(STAMP)
+	rm -rf $(DOCS_SITE)
+	$(BIN)/sphinx-build -b html -n -W --keep-going -q docs $(DOCS_SITE)
+	@echo "The docs site: $(DOCS_SITE)/index.html"
 
 # Redocly CLI (npm), pinned, in .tools, its telemetry off; Debian's nodejs is installed when missing.
 REDOCLY_VERSION := 2.77.0
@@ -184,4 +191,4 @@ soak: $(STAMP)
 	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) .tools data .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools data build .pytest_cache .mypy_cache .ruff_cache .hypothesis

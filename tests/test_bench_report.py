@@ -4,11 +4,15 @@ service-to-baseline quotient, not the quotient of the two medians; and the same 
 
 from __future__ import annotations
 
+import csv
+import statistics
+from pathlib import Path
+
 import pytest
 
 from bench import compare
 from bench.report import Figures
-from bench.scenarios import BY_NAME
+from bench.scenarios import BY_NAME, POSTGRES_TARGETS
 from bench.wrk import Result
 
 
@@ -66,3 +70,31 @@ def test_compare_refuses_s5_and_too_short_runs(capsys: pytest.CaptureFixture[str
             compare.parse_args(argv)
         assert exited.value.code == 2
     assert "S5 needs cursors" in capsys.readouterr().err
+
+
+RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+
+
+def test_the_recorded_full_runs_meet_the_targets_make_bench_checks() -> None:
+    """bench/results/bench.csv: each recorded ratio is the median of its runs and at or
+    above the target the verdict column checks for its store."""
+    with (RESULTS / "bench.csv").open(newline="") as file:
+        rows = [row for row in csv.DictReader(file) if row["ratio"]]
+    assert {row["backend"] for row in rows} == {"sqlite", "postgres"}
+    for row in rows:
+        ratio, scenario = float(row["ratio"]), BY_NAME[row["scenario"]]
+        if row["runs"].count(" ") == 2:
+            assert statistics.median(map(float, row["runs"].split())) == ratio, row
+        target = scenario.target if row["backend"] == "sqlite" else POSTGRES_TARGETS[scenario.name]
+        assert ratio >= target, row
+
+
+def test_the_recorded_comparisons_have_their_median_within_their_rounds() -> None:
+    with (RESULTS / "compare.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert rows
+    for row in rows:
+        assert row["scenario"] in BY_NAME, row
+        assert int(row["rounds"]) >= 3, row
+        if row["low"]:
+            assert float(row["low"]) <= float(row["median"]) <= float(row["high"]), row

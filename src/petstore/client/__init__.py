@@ -1,4 +1,5 @@
-"""The Python client of the Petstore service: :class:`Client` and :class:`AsyncClient`.
+"""The Python client of the Petstore service: :class:`~petstore.client.clients.Client`
+and :class:`~petstore.client.clients.AsyncClient`::
 
     from petstore.client import Client, PetStatus
 

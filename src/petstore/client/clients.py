@@ -1,5 +1,5 @@
 """A typed Python client of the Petstore service, on httpx: :class:`Client` and
-:class:`AsyncClient`, the same methods on both.
+:class:`AsyncClient`, the same methods on both::
 
     with Client("http://127.0.0.1:8000/v1", api_key=key) as petstore:
         rex = petstore.create_pet("Rex", category_id=1)
@@ -22,9 +22,9 @@ Without arguments the base URL and key come from ``PETSTORE_URL`` and
   service, not the client, judges unknown and repeated members (D4).
 
 The two classes here do the I/O (send, sleep, close). What they share that does no
-I/O (the configuration, the retry decision, :class:`Page`, building requests and
-decoding responses) is in :mod:`petstore.client.core`; ``Page`` and the constants are
-re-exported here.
+I/O (the configuration, the retry decision, :class:`~petstore.client.core.Page`,
+building requests and decoding responses) is in :mod:`petstore.client.core`; ``Page``
+and the constants are re-exported here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""What :class:`~petstore.client.Client` and :class:`~petstore.client.AsyncClient`
-share, none of it I/O: the configuration (:class:`ClientBase`), the retry decision
-(:meth:`ClientBase._next`), :class:`Page`, the building of requests and the decoding
-of responses. Nothing here sends, awaits or sleeps; each client sends the request,
-waits the seconds this module names, and hands the response back here to decode.
-Errors raised are those of :mod:`petstore.client.errors`, and ValueError for a bad
-argument."""
+"""What :class:`~petstore.client.clients.Client` and
+:class:`~petstore.client.clients.AsyncClient` share, none of it I/O: the configuration
+(:class:`ClientBase`), the retry decision (``ClientBase._next``), :class:`Page`, the
+building of requests and the decoding of responses. Nothing here sends, awaits or
+sleeps; each client sends the request, waits the seconds this module names, and hands
+the response back here to decode. Errors raised are those of
+:mod:`petstore.client.errors`, and ValueError for a bad argument."""
 
 from __future__ import annotations
 
