@@ -15,11 +15,12 @@ from starlette.testclient import TestClient
 
 from petstore.server.app import create_app
 from petstore.server.config import Settings
+from tests import examples
 from tests.conformance import Conformance
 from tests.conftest import FakeClock, insert_corrupt_pet, run_sql
 
 INT64_MAX = 2**63 - 1
-PET_KEYS = {"id", "name", "categoryId", "status"}
+PET_KEYS = set(examples.PET_MEMBERS)
 DEPRECATION = "@1767225600"  # 2026-01-01T00:00:00Z, RFC 9745
 SUNSET = "Thu, 05 Dec 2030 00:00:00 GMT"  # RFC 8594
 SUNSET_INSTANT = datetime(2030, 12, 5, tzinfo=UTC)
@@ -107,7 +108,7 @@ def test_created_pet_is_returned_with_an_assigned_id(
     assert response.status_code == 201
     assert response.headers["content-type"] == "application/json"
     pet = response.json()
-    assert pet == {"id": pet["id"], "name": "Rex", "categoryId": 3, "status": "pending"}
+    assert pet == examples.pet(pet["id"], "Rex", 3, "pending")
     assert isinstance(pet["id"], int)
     assert pet["id"] >= 1
 
@@ -141,9 +142,7 @@ def test_every_operation_without_a_key_is_401(
     response = client.request(method, path, json={"name": "Rex", "categoryId": 1})
     assert_error(response, 401, "unauthorized")
     assert response.headers["www-authenticate"].startswith("Bearer")
-    assert listed(client, auth) == [
-        {"id": 1, "name": "Rex", "categoryId": 1, "status": "available"}
-    ]
+    assert listed(client, auth) == [examples.pet(1, "Rex", 1)]
 
 
 @pytest.mark.parametrize(

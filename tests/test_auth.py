@@ -25,6 +25,7 @@ from petstore.cli.main import main
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.rules.auth import KeyVerifier
+from tests import examples
 from tests.conformance import Conformance
 from tests.conftest import FakeClock
 
@@ -34,14 +35,10 @@ NO_KEY_CHALLENGE = 'Bearer realm="petstore"'
 INVALID_TOKEN_CHALLENGE = 'Bearer realm="petstore", error="invalid_token"'
 #: Well-formed (prefix + 43 base64url characters) but never issued.
 UNKNOWN_KEY = "petstore_" + "A" * 43
-NEW_PET = {"name": "Rex", "categoryId": 1}
+NEW_PET = examples.new_pet()
 
-#: (method, path, JSON body) of the three operations of the interface.
-OPERATIONS = [
-    pytest.param("GET", "/v1/pets", None, id="listPets"),
-    pytest.param("POST", "/v1/pets", NEW_PET, id="createPet"),
-    pytest.param("GET", "/v1/pets/1", None, id="getPet"),
-]
+#: (method, path, JSON body) of every operation of the interface.
+OPERATIONS = examples.OPERATION_PARAMS
 #: Success status of each operation when the pet with id 1 exists.
 SUCCESS = {("GET", "/v1/pets"): 200, ("POST", "/v1/pets"): 201, ("GET", "/v1/pets/1"): 200}
 
@@ -299,7 +296,7 @@ def test_valid_key_reaches_every_operation(
     created = client.post("/v1/pets", json=NEW_PET, headers=auth)
     assert created.status_code == 201
     pet = created.json()
-    assert pet == {**NEW_PET, "id": pet["id"], "status": "available"}
+    assert pet == examples.pet(pet["id"], NEW_PET["name"], NEW_PET["categoryId"])
     listed = client.get("/v1/pets", headers=auth)
     assert listed.status_code == 200
     assert listed.json() == [pet]
@@ -400,7 +397,9 @@ def test_openapi_document_declares_bearer_on_every_operation(client: TestClient)
         for method, operation in item.items()
         if method in {"get", "post", "put", "patch", "delete"}
     ]
-    assert {op["operationId"] for op in operations} == {"listPets", "createPet", "getPet"}
+    assert {op["operationId"] for op in operations} == {
+        op.operation_id for op in examples.operations()
+    }
     scopes = {"listPets": ["pets:read"], "createPet": ["pets:write"], "getPet": ["pets:read"]}
     for operation in operations:
         security = operation.get("security", document.get("security"))

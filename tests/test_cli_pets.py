@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from petstore.cli.main import main
+from tests import examples
 from tests.conftest import LiveServer, all_pets
 
 
@@ -30,7 +31,7 @@ def test_add_get_and_list_as_json(runner: CliRunner) -> None:
     added = runner.invoke(main, ["pets", "add", "Rex", "--category-id", "3", "--json"])
     assert added.exit_code == 0, added.output
     pet = json.loads(added.stdout)
-    assert pet == {"id": pet["id"], "name": "Rex", "categoryId": 3, "status": "available"}
+    assert pet == examples.pet(pet["id"], "Rex", 3)
     got = runner.invoke(main, ["pets", "get", str(pet["id"]), "--json"])
     assert got.exit_code == 0
     assert json.loads(got.stdout) == pet

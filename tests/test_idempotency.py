@@ -4,6 +4,7 @@ expiry and purge, the record stored with the animal, and 409 while in flight."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -14,12 +15,16 @@ from datetime import timedelta
 from typing import Any
 
 import httpx2 as httpx
+import msgspec
 import pytest
 from starlette.testclient import TestClient
 
+from petstore.schemas import NewPet, PetStatus
 from petstore.server.app import create_app
 from petstore.server.config import Settings
+from petstore.server.rules.idempotency import fingerprint
 from petstore.server.store.postgres import ID_ORDER_LOCK
+from tests import examples
 from tests.conftest import NOW, FakeClock, run_sql
 
 REX = b'{"name":"Rex","categoryId":1}'
@@ -89,7 +94,7 @@ def test_replay_returns_the_original_201_and_creates_nothing(
 ) -> None:
     first = _create(client, auth, "retry-me")
     pet = _assert_created(first)
-    assert pet == {"id": 1, "name": "Rex", "categoryId": 1, "status": "available"}
+    assert pet == examples.pet(1, "Rex", 1)
     for _ in range(retries):
         _assert_replay_of(_create(client, auth, "retry-me"), first)
     assert _listed(client, auth) == [pet]
@@ -316,6 +321,48 @@ def test_the_record_is_stored_with_the_animal(
     assert rows[0]["idempotency_key"] == "stored"
     assert rows[0]["pet_id"] == pet["id"] == 2
     assert json.loads(rows[0]["response"]) == pet == created.json()
+
+
+def test_a_replay_answers_the_stored_animal_in_todays_shape(
+    client: TestClient, auth: dict[str, str], database_url: str
+) -> None:
+    """A record stored by an earlier release keeps its Pet as that release wrote it:
+    the replay is the same animal as today's Pet, members in today's order, one
+    today's Pet no longer has left out."""
+    pet = _assert_created(_create(client, auth, "deployed", b'{"name":"Old","categoryId":2}'))
+    earlier = {"status": "available", "legacy": True, "categoryId": 2, "name": "Old"}
+    run_sql(
+        database_url,
+        "UPDATE idempotency_records SET response = ?",
+        (json.dumps({**earlier, "id": pet["id"]}, indent=1),),
+    )
+    replay = _create(client, auth, "deployed", b'{"name":"Old","categoryId":2}')
+    assert replay.status_code == 201
+    assert replay.headers["idempotent-replayed"] == "true"
+    assert replay.content == json.dumps(pet, separators=(",", ":")).encode()
+
+
+def test_the_fingerprint_is_version_1_for_todays_members() -> None:
+    """D16: records stored before this release hold version 1 fingerprints, the
+    SHA-256 of the compact NewPet with every member, defaults applied; a retry made
+    across the deploy must still match them."""
+    rex = NewPet("Rex", 1)
+    expected = hashlib.sha256(b'{"name":"Rex","categoryId":1,"status":"available"}').hexdigest()
+    assert fingerprint(rex) == expected
+    assert fingerprint(NewPet("Rex", 1, PetStatus.SOLD)) != expected
+
+
+def test_a_member_added_to_newpet_at_its_default_changes_no_fingerprint() -> None:
+    """A deploy that adds an optional member to NewPet: a body that leaves it out (or
+    sends its default) fingerprints as before; one that sets it does not."""
+    fields = [(f.name, f.type, f.default) for f in msgspec.structs.fields(NewPet)]
+    grown = msgspec.defstruct(
+        "GrownNewPet", [*fields, ("nickname", str | None, None)], rename="camel"
+    )
+    before = fingerprint(NewPet("Rex", 1))
+    assert fingerprint(grown("Rex", 1)) == before
+    assert fingerprint(grown("Rex", 1, PetStatus.AVAILABLE, None)) == before
+    assert fingerprint(grown("Rex", 1, PetStatus.AVAILABLE, "Rexy")) != before
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ JSON_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00"
 
 def log_known(request_id: str = "abc") -> None:
     """A getPet-like line with every field set."""
-    logs.access(
+    logs.AccessLog().access(
         request_id=request_id,
         method="GET",
         route="/v1/pets/{petId}",
@@ -53,7 +53,7 @@ def log_known(request_id: str = "abc") -> None:
 
 def log_unknown(request_id: str = "r2") -> None:
     """A line of an unknown path, without key or client."""
-    logs.access(
+    logs.AccessLog().access(
         request_id=request_id,
         method="GET",
         route=None,
@@ -303,7 +303,7 @@ ESCAPED_PATH = (
 
 
 def log_forging(client: str | None = None) -> None:
-    logs.access(
+    logs.AccessLog().access(
         request_id="r3",
         method="GET",
         route=None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pytest
@@ -89,6 +89,19 @@ def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]
     return schema
 
 
+def bounds(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`CONSTRAINTS` of ``schema`` (references into ``document`` resolved),
+    and those of each branch of an ``anyOf`` or ``oneOf`` (a member that may be
+    null), by the branch's ``type``: what a value must be, wherever it is stated."""
+    schema = resolved(document, schema)
+    found: dict[str, Any] = {k: schema[k] for k in CONSTRAINTS if k in schema}
+    for combinator in ("anyOf", "oneOf"):
+        for branch in schema.get(combinator, []):
+            stated = bounds(document, branch)
+            found[f"{combinator}:{stated.get('type', stated.get('enum'))}"] = stated
+    return found
+
+
 def enforced_schema(struct: type[msgspec.Struct]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The JSON Schema of what the decoder of ``struct`` accepts, as msgspec derives it
     from the struct's annotations, and the document its ``$ref``s point into."""
@@ -105,10 +118,10 @@ def test_new_pet_schema_states_the_rules_the_service_enforces(document: dict[str
     assert served["required"] == enforced["required"] == list(NEW_PET_REQUIRED)
     assert list(served["properties"]) == list(enforced["properties"]) == list(NEW_PET_MEMBERS)
     for member in NEW_PET_MEMBERS:
-        ours = resolved(document, served["properties"][member])
-        theirs = resolved(enforced_document, enforced["properties"][member])
-        stated = {keyword: ours.get(keyword) for keyword in CONSTRAINTS if keyword in theirs}
-        assert stated == {keyword: theirs[keyword] for keyword in stated}, member
+        ours = bounds(document, served["properties"][member])
+        theirs = bounds(enforced_document, enforced["properties"][member])
+        # Every bound the struct enforces is stated, with its value, inside anyOf too.
+        assert {k: ours.get(k) for k in theirs} == theirs, member
     name = resolved(document, served["properties"]["name"])
     assert (name["minLength"], name["maxLength"]) == (NAME_MIN_LENGTH, NAME_MAX_LENGTH)  # D2
     assert f"{NAME_MIN_LENGTH} to {NAME_MAX_LENGTH} characters" in name["description"]
@@ -118,6 +131,15 @@ def test_new_pet_schema_states_the_rules_the_service_enforces(document: dict[str
     status = resolved(document, served["properties"]["status"])
     assert status["enum"] == [status.value for status in PetStatus]
     assert status["default"] == DEFAULT_STATUS.value  # D1
+
+
+def test_the_bounds_compared_include_those_inside_any_of() -> None:
+    """An optional member is ``anyOf`` its type and null in msgspec's schema: the
+    comparison above must see a bound stated inside a branch, and its absence."""
+    enforced = msgspec.json.schema(Annotated[str, msgspec.Meta(max_length=30)] | None)
+    stated = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    assert bounds(enforced, enforced)["anyOf:string"] == {"type": "string", "maxLength": 30}
+    assert bounds({}, stated)["anyOf:string"] == {"type": "string"}
 
 
 def test_pet_schema_states_the_fields_of_a_returned_pet(document: dict[str, Any]) -> None:

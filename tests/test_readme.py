@@ -62,3 +62,17 @@ def test_readme_generates_typescript_types_that_leave_status_optional() -> None:
     assert "openapi-typescript@7" in section
     assert "--default-non-nullable false" in section
     assert "make lint-openapi" in section
+
+
+def test_every_decision_the_code_cites_is_in_docs_decisions() -> None:
+    """The code cites the contract's decisions by number (``D16``); each number it
+    cites is a decision of docs/decisions.md, which holds D1 to its last, none missing."""
+    root = Path(__file__).parent.parent
+    stated = set(re.findall(r"\*\*(D\d+)\b", (root / "docs" / "decisions.md").read_text()))
+    cited = {
+        number
+        for path in (root / "src" / "petstore").rglob("*.py")
+        for number in re.findall(r"\bD(\d+)\b", path.read_text())
+    }
+    assert {f"D{number}" for number in cited} <= stated
+    assert stated == {f"D{n}" for n in range(1, len(stated) + 1)}

@@ -25,6 +25,7 @@ from petstore.server import shutdown
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from testbed.processes import child_pids, listening
+from tests import examples
 from tests.conformance import Conformance
 from tests.test_crash_safety import CrashableServer, _serving, _wait_gone
 from tests.test_slow_clients import post_head, read_answer
@@ -174,7 +175,7 @@ def test_a_request_in_flight_when_the_stop_starts_is_answered(
         slow.sendall(NEW_PET[5:])
         answer = read_answer(slow)
     assert answer.status == 201, answer.raw[:300]
-    assert answer.json() == {"id": 1, "name": "Rex", "categoryId": 1, "status": "available"}
+    assert answer.json() == examples.pet(1, "Rex", 1)
     _exited(server, within=5)
     assert "the drain is over: stopping" in server.output()
 

@@ -1,23 +1,25 @@
 """The wire contract: Pet, NewPet, PetStatus and Error (interface: Resources).
 
-msgspec structs validate strictly while decoding (``1.0``, ``true`` and ``"1"`` are
-not integers, D3) and encode straight to JSON bytes.
+msgspec structs validate while decoding and encode straight to JSON bytes. Decoding
+is strict (``true`` and ``"1"`` are no integers); D3's whole numbers written ``1.0``
+or ``1e3`` are read exactly by the server's parser (``server.http.newpet``).
 
-Each bound of the contract is written here once, as a constant, and read from here
-by everything that judges or states it: the NewPet struct below, the fast NewPet
-parser of the server (``server.http.newpet``), listPets' page size (re-exported by
-``server.rules.pagination`` as its rule, read by ``server.http.parsing``) and the
-``pets`` command, which is client code and may not import the server. The served
-OpenAPI document (``openapi.yaml``) is written by hand for people; a test
-(``tests/test_openapi.py``) checks its NewPet, Name, CategoryId, PetStatus and
-``limit`` against these constants and this struct.
+Each rule of the contract is written here once and read from here by everything that
+judges or states it: a NewPet is valid when it decodes into the NewPet struct, whose
+types carry the bounds and whose :data:`NEW_PET_CHECKS` carry what a type cannot say
+(the server's parser, ``server.http.newpet``, only names the member that fails);
+listPets' page size is re-exported by ``server.rules.pagination`` as its rule, read
+by ``server.http.parsing`` and by the ``pets`` command, which is client code and may
+not import the server. The served OpenAPI document (``openapi.yaml``) is written by
+hand for people; a test (``tests/test_openapi.py``) checks its NewPet, Pet, Name,
+CategoryId, PetStatus and ``limit`` against these constants and structs.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -65,15 +67,17 @@ class NewPet(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     status: PetStatus = DEFAULT_STATUS
 
     def __post_init__(self) -> None:
-        # D2 beyond the length (msgspec patterns are Python's, whose `$` also matches
-        # before a final newline, so the rule is checked here).
-        problem = name_problem(self.name)
-        if problem is not None:
-            raise ValueError(problem)
+        """Raises ValueError, ``<member>: <problem>``, for the first member that a
+        type cannot judge whole (:data:`NEW_PET_CHECKS`)."""
+        for member, check in NEW_PET_CHECKS.items():
+            problem = check(getattr(self, _NEW_PET_FIELDS[member]))
+            if problem is not None:
+                raise ValueError(f"{member}: {problem}")
 
 
 #: D4: the members of a NewPet as sent, in order; no other member is accepted.
 NEW_PET_MEMBERS = tuple(field.encode_name for field in msgspec.structs.fields(NewPet))
+_NEW_PET_FIELDS = {field.encode_name: field.name for field in msgspec.structs.fields(NewPet)}
 #: D4: the members a NewPet must have (``status`` may be left out, D1).
 NEW_PET_REQUIRED = tuple(
     field.encode_name for field in msgspec.structs.fields(NewPet) if field.required
@@ -92,6 +96,12 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+#: The checks of a NewPet's members that their types cannot express, by member: each
+#: gives the problem with a valid value of the member's type, in English, or None.
+#: NewPet runs them after decoding; ``server.http.newpet`` names the member they fail.
+NEW_PET_CHECKS: dict[str, Callable[[Any], str | None]] = {"name": name_problem}
+
+
 class Pet(msgspec.Struct, rename="camel", gc=False):
     """An animal as returned: exactly ``id``, ``name``, ``categoryId``, ``status`` (D6).
 
@@ -103,16 +113,6 @@ class Pet(msgspec.Struct, rename="camel", gc=False):
     name: str
     category_id: int
     status: PetStatus
-
-
-_STATUSES = {status.value: status for status in PetStatus}
-
-
-def pet_from_row(row: Sequence[Any]) -> Pet:
-    """The Pet of a stored ``(id, name, category_id, status)`` row (either store).
-
-    Raises KeyError for a status outside PetStatus (the schema's CHECK forbids it)."""
-    return Pet(row[0], row[1], row[2], _STATUSES[row[3]])
 
 
 class Error(msgspec.Struct):

@@ -65,7 +65,7 @@ def with_store(
 def upgrade_apart(url: str) -> None:
     """``upgrade(url, newer_is_fine=True)`` in a child interpreter (``python -m
     petstore.server.store.migrate``). ``petstore serve`` migrates this way so that Alembic and
-    SQLAlchemy (21 MiB) are never loaded into the process granian forks its workers
+    SQLAlchemy are never loaded into the process granian forks its workers
     from, nor, therefore, into any worker (docs/performance.md). The URL goes by
     environment, not argument, so that no password shows in the process list.
 

@@ -234,8 +234,8 @@ def app_from_environment() -> Service:
 
     Everything alive once the app is built (the modules, above all) is moved out of
     the garbage collector's reach with ``gc.freeze``: they live as long as the worker,
-    and a full collection that walks all of them held every request in flight for
-    tens of milliseconds, several times a second under load (docs/performance.md).
+    and a full collection that walks all of them holds every request in flight while
+    it runs, several times a second under load.
     """
     _exit_with_parent()
     settings = load_settings()

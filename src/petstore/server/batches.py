@@ -30,7 +30,7 @@ Result = TypeVar("Result")
 MAX_BATCH = 256
 #: Turns of the event loop a create that finds no commit running waits before its
 #: commit starts (``Batcher(wait_turns=...)``), so that creates arriving meanwhile
-#: share it: about 15 us on an idle loop, one turn's requests each on a busy one.
+#: share it: a few microseconds on an idle loop, one turn's requests each on a busy one.
 CREATE_WAIT_TURNS = 8
 
 
@@ -49,16 +49,13 @@ class Batcher(Generic[Item, Result]):
     """Feeds submitted items, in arrival order, to ``commit`` in batches (a commit of
     writes, or one query for many reads).
 
-    ``commit`` gets a list of items and returns an awaitable of one result per item,
-    in order; if it fails, every caller of that batch gets the exception. Use from
-    one event loop.
+    ``commit`` gets a list of items and returns one result per item, in order; if it
+    fails, every caller of that batch gets the exception. Use from one event loop.
 
-    An item that finds no batch running starts one at once, or with ``wait_turns``
-    after that many turns of the event loop, so that items submitted meanwhile join
-    it; the next batch starts from the done-callback of the one before, at once. A
-    ``commit`` coroutine runs as a task of its own; one that returns a future is
-    awaited through it, with no task in between. Either way a caller that is
-    cancelled does not stop the batch it is in.
+    An item that finds no batch running starts a runner task, which waits
+    ``wait_turns`` turns of the event loop first (so that items submitted meanwhile
+    join the first batch), then commits batch after batch until none is queued. A
+    caller that is cancelled does not stop the batch it is in.
     """
 
     def __init__(
@@ -67,7 +64,7 @@ class Batcher(Generic[Item, Result]):
         self._commit = commit
         self._wait_turns = wait_turns
         self._queued: list[tuple[Item, asyncio.Future[Result]]] = []
-        self._running: asyncio.Future[list[Result]] | None = None
+        self._runner: asyncio.Task[None] | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None  # see running_loop
 
@@ -81,54 +78,33 @@ class Batcher(Generic[Item, Result]):
         loop = self._loop = running_loop(self._loop)
         future: asyncio.Future[Result] = loop.create_future()
         self._queued.append((item, future))
-        if self._running is None:
-            if self._wait_turns:
-                self._running = waiting = loop.create_future()
-                loop.call_soon(self._start_after, loop, waiting, self._wait_turns)
-            else:
-                self._start(loop)
+        if self._runner is None:
+            self._runner = loop.create_task(self._run())
         return await future
 
-    def _start_after(
-        self, loop: asyncio.AbstractEventLoop, waiting: asyncio.Future[list[Result]], turns: int
-    ) -> None:
-        """Start the batch at the ``turns``-th turn of the loop from the submit that
-        found none running (this call runs in one of them); until then ``waiting``
-        stands for it."""
-        if turns > 1:
-            loop.call_soon(self._start_after, loop, waiting, turns - 1)
-            return
-        self._start(loop)
-        waiting.set_result([])  # close() waits on the batch that took its place
-
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
+    async def _run(self) -> None:
+        """Commit what is queued, batch after batch, after ``wait_turns`` turns."""
         try:
-            commit = self._commit([item for item, _ in batch])
-            self._running = asyncio.ensure_future(commit, loop=loop)
-        except Exception as exc:  # the commit could not even start: its batch learns why
-            self._running = loop.create_future()
-            self._running.set_exception(exc)
-        self._running.add_done_callback(lambda done: self._finish(batch, done))
-
-    def _finish(
-        self, batch: list[tuple[Item, asyncio.Future[Result]]], done: asyncio.Future[list[Result]]
-    ) -> None:
-        failure = None if done.cancelled() else done.exception()
-        if done.cancelled() or failure is not None:
-            for _, future in batch:  # every waiter learns why its write failed
-                if not future.done():
-                    if failure is None:
+            for _ in range(self._wait_turns):
+                await asyncio.sleep(0)
+            while self._queued:
+                batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
+                try:
+                    results = await self._commit([item for item, _ in batch])
+                except asyncio.CancelledError:  # the loop is shutting down: so are its callers
+                    for _, future in [*batch, *self._queued]:
                         future.cancel()
-                    else:
-                        future.set_exception(failure)
-        else:
-            for (_, future), result in zip(batch, done.result(), strict=True):
-                if not future.done():
-                    future.set_result(result)
-        self._running = None
-        if self._queued:
-            self._start(done.get_loop())
+                    raise
+                except Exception as failure:  # every waiter learns why its batch failed
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(failure)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    if not future.done():  # a caller that stopped waiting is skipped
+                        future.set_result(result)
+        finally:
+            self._runner = None
 
     @property
     def waiting(self) -> int:
@@ -138,8 +114,8 @@ class Batcher(Generic[Item, Result]):
     async def close(self) -> None:
         """Run what is already queued, then stop; later submits raise Unavailable."""
         self._closed = True
-        while self._running is not None:
-            await asyncio.wait([self._running])
+        while self._runner is not None:
+            await asyncio.wait([self._runner])
 
 
 class TurnBatcher(Generic[Item, Result]):

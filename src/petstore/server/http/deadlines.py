@@ -1,14 +1,15 @@
 """Deadlines for many tasks at once, checked by one timer: the request timeout (D25)
 and the request body timeout (D17).
 
-A speed device, so it lives here alone. ``asyncio.timeout`` around each request
-body cost a createPet 9% served (docs/performance.md): each one schedules and
-cancels a timer handle on the event loop's heap. Here a request costs one dict
-insert and one pop; one timer, running only while some task is watched, checks
-every deadline each ``tick`` seconds and cancels the tasks past theirs, as
-``asyncio.timeout`` would. The running task is asked of the event loop last seen:
-``asyncio.current_task()`` without it asks the operating system for the process id
-first (a system call, 0.2 us, in ``asyncio.get_running_loop``).
+A speed device, so it lives here alone: ``asyncio.timeout`` around each request
+schedules and cancels a timer handle on the event loop's heap (docs/performance.md
+has what that costs). Here a request costs one dict insert and one pop; one timer,
+running only while some task is watched, checks every deadline each ``tick`` seconds
+and cancels the tasks past theirs, as ``asyncio.timeout`` would. The running task is
+asked of the event loop last seen: ``asyncio.current_task()`` without it asks the
+operating system for the process id first (a system call, in
+``asyncio.get_running_loop``). Time is the service's monotonic clock
+(:mod:`petstore.server.clock`).
 
 Invariant: a watched task is cancelled at most once by its deadline, no earlier
 than ``seconds - tick`` after :meth:`Deadlines.watch` and no later than
@@ -20,18 +21,22 @@ tests/test_asgi.py pins both ends.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
+
+from petstore.server.clock import Monotonic, monotonic
 
 
 class Deadlines:
     """Cancels each watched task ``seconds`` after it was watched (seconds > 0), from
-    one event loop at a time. With ``early``, a task may be cut up to ``tick``
-    seconds before its deadline, never after it; without, never before it and up to
-    ``tick`` after."""
+    one event loop at a time, by the ``clock``. With ``early``, a task may be cut up
+    to ``tick`` seconds before its deadline, never after it; without, never before
+    it and up to ``tick`` after."""
 
-    def __init__(self, *, seconds: float, tick: float, early: bool = False) -> None:
+    def __init__(
+        self, *, seconds: float, tick: float, early: bool = False, clock: Monotonic = monotonic
+    ) -> None:
         self.seconds = seconds
+        self._clock = clock
         self.tick = tick
         self._offset = seconds - tick if early else seconds
         self._watched: dict[asyncio.Task[Any], float] = {}  # task -> deadline, loop time
@@ -52,7 +57,7 @@ class Deadlines:
             task = asyncio.current_task(loop)
             if task is None:
                 raise RuntimeError("Deadlines.watch is for code running in a task")
-        self._watched[task] = time.monotonic() + self._offset
+        self._watched[task] = self._clock() + self._offset
         if self._timer is None:
             self._timer = loop.call_later(self.tick, self._check)
         return task
@@ -69,7 +74,7 @@ class Deadlines:
             self._cut.discard(task)
 
     def _check(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         for task, deadline in self._watched.items():
             if deadline <= now and task not in self._cut:
                 self._cut.add(task)

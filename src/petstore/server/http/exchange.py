@@ -2,10 +2,9 @@
 (:class:`Request`), the answer being built (:class:`Response`), and reading a request
 body within its limits (:class:`BodyReader`, D17).
 
-Plain ASGI, no framework: the request path of the three operations runs a few
-thousand times a second a core, and Starlette's request, response and routing layers
-cost a fifth of a request there (docs/performance.md). Everything here is about
-bytes on the wire; what an operation means lives in :mod:`petstore.server.http.operations`.
+Plain ASGI, no framework: the request path of the three operations is the hot path,
+and Starlette's request, response and routing layers cost a measurable share of
+each request there (docs/performance.md). Everything here is about bytes on the wire; what an operation means lives in :mod:`petstore.server.http.operations`.
 """
 
 from __future__ import annotations

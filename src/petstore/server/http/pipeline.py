@@ -143,8 +143,7 @@ class Service:
         timeout (D25) cut it short: 400 instead while the request body is still
         arriving (then the client is the slow one, D17).
 
-        One coroutine for both, not one inside the other: a coroutine a request fewer
-        (docs/performance.md)."""
+        One coroutine for both, not one inside the other: a coroutine a request fewer."""
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
         try:

@@ -52,6 +52,7 @@ class Router:
     """Finds the route of a path among ``routes``."""
 
     def __init__(self, routes: list[Route]) -> None:
+        self.routes = routes
         self._exact: dict[str, Route] = {}
         self._prefixed: list[tuple[str, bool, Route]] = []  # prefix, takes the rest, route
         for route in routes:
@@ -61,6 +62,16 @@ class Router:
             else:
                 prefix, _, name = template.partition("{")
                 self._prefixed.append((prefix, name.endswith(":path}"), route))
+
+    def operations(self) -> list[tuple[str, str, str]]:
+        """``(operationId, method, template)`` of every operation of the interface
+        among the routes, in table order (``HEAD`` aside: it is ``GET``'s)."""
+        return [
+            (label, method, route.template)
+            for route in self.routes
+            for method, (_, label) in route.methods.items()
+            if method != "HEAD" and label != route.template
+        ]
 
     def match(self, path: str) -> tuple[Route, str] | None:
         """The route of ``path`` and the value of its template's ``{...}`` part

@@ -122,8 +122,8 @@ def revisions() -> tuple[str, ...]:
     A migration file is named for its revision id (``0002_idempotency_records.py``
     holds revision ``0002``, whose ``down_revision`` is ``0001``; tests pin the
     naming against Alembic's own reading), so the serving processes learn the
-    revisions from the file names without importing Alembic and SQLAlchemy, 21 MiB
-    in every process that does (docs/performance.md).
+    revisions from the file names without importing Alembic and SQLAlchemy, which
+    would weigh on the memory of every process that does (docs/performance.md).
     """
     return tuple(sorted(path.name.split("_", 1)[0] for path in _VERSIONS.glob("[0-9]*_*.py")))
 

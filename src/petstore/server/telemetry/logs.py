@@ -10,9 +10,9 @@ Each app writes its access lines through an :class:`AccessLog` of its own, which
 ``create_app`` makes and the app's lifespan closes: closing it ends that app's
 handler and nobody else's. It hands an access line's fields to its handler (a
 :class:`~.logstream.BufferedStderr`), whose formatter builds the :class:`AccessLine`.
-An app built without a handler of its own writes through the one :func:`configure`
-set up for the process, or, where loggers are the caller's (tests, an embedding
-program), logs an ordinary LogRecord with the same message and fields.
+An app built without a handler of its own (tests, an embedding program) logs each
+access line as an ordinary LogRecord of the ``petstore.access`` logger, with the same
+message and fields, to whatever handlers the process gave it.
 
 The ``petstore`` loggers and their level are the process's (Python's ``logging``
 has one of each): :func:`configure` is called by whoever starts the process (a
@@ -40,9 +40,8 @@ _service_log = logging.getLogger("petstore")
 class AccessLog:
     """Where one app's access lines go (D18): to ``handler``, which then belongs to
     this app (its :meth:`close` closes it), when the handler's level lets INFO
-    through; without one, to the handler :func:`configure` set up for the process
-    when ``petstore.access`` logs INFO, or as ordinary records on that logger when
-    there is no such handler or the logger has handlers of its own."""
+    through; without one, as ordinary records of the ``petstore.access`` logger when
+    it logs INFO."""
 
     def __init__(self, handler: BufferedStderr | None = None) -> None:
         self.handler = handler
@@ -70,11 +69,7 @@ class AccessLog:
         if queue is None:
             if self.handler is not None or not access_log.isEnabledFor(logging.INFO):
                 return
-            handlers = _service_log.handlers
-            if handlers and type(handlers[0]) is BufferedStderr and not access_log.handlers:
-                queue = handlers[0].access
-            else:
-                queue = _access_record
+            queue = _access_record
         at = time.time()
         queue((at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id))
 
@@ -88,16 +83,10 @@ class AccessLog:
             self.handler.close()
 
 
-#: The access line of a request served by an app without a handler of its own
-#: (:class:`AccessLog`); the log holds no state.
-access = AccessLog().access
-
-
 def _access_record(fields: AccessFields) -> None:
     """Log the access line of ``fields`` as an ordinary record: its message, and its
-    request fields as the record's attributes. Apart from :meth:`AccessLog.access`
-    for the common path's sake: inline, it made every call of that 10% slower on
-    Python 3.11."""
+    request fields as the record's attributes. A function of its own, apart from
+    :meth:`AccessLog.access`, which runs on every request."""
     (line,) = access_lines(deque((fields,)), lambda at: "")  # the record has its time
     access_log.info(line.message, extra={field: getattr(line, field) for field in REQUEST_FIELDS})
 

@@ -35,13 +35,12 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
     one write per request is a system call saved. :meth:`close` stops the thread
     and flushes; lines written after that go out at once.
 
-    Access lines arrive as their fields (:meth:`access`), with no LogRecord: a
-    LogRecord and the formatter cost a third of a getPet under load, and skipping
-    them took served getPet from 0.23 to 0.41 of the raw ASGI baseline. The
-    formatter (``format_access``) encodes them in batches, when
-    :data:`ACCESS_BATCH` are waiting, at every flush, and before any other record,
-    so lines keep their order: a batch in one go costs a request less than each line
-    as it comes, +10% served (docs/performance.md).
+    Access lines arrive as their fields (:meth:`access`), with no LogRecord: making
+    a LogRecord and formatting it on the request's path was a large share of a
+    getPet. The formatter (``format_access``) encodes them in batches, when
+    :data:`ACCESS_BATCH` are waiting, at every flush, and before any other record, so
+    lines keep their order: a batch in one go costs a request less than each line as
+    it comes (docs/performance.md has the figures).
     """
 
     def __init__(self, formatter: AccessFormatter, *, stream: BinaryIO | None = None) -> None:
