@@ -4,7 +4,8 @@ body within its limits (:class:`BodyReader`, D17).
 
 Plain ASGI, no framework: the request path of the three operations is the hot path,
 and Starlette's request, response and routing layers cost a measurable share of
-each request there (docs/performance.md). Everything here is about bytes on the wire; what an operation means lives in :mod:`petstore.server.http.operations`.
+each request there (docs/performance.md). Everything here is about bytes on the
+wire; what an operation means lives in :mod:`petstore.server.http.operations`.
 """
 
 from __future__ import annotations

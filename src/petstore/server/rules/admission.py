@@ -12,7 +12,7 @@ from lru import LRU
 
 from petstore.server import errors
 from petstore.server.rules import ratelimit
-from petstore.server.rules.auth import Caller, KeyVerifier, bearer_token
+from petstore.server.rules.auth import Caller, KeyVerifier, bearer_token, malformed, well_formed
 from petstore.server.rules.auth_failures import FailedAuthentications
 from petstore.server.rules.ratelimit import RateLimiter
 
@@ -101,21 +101,27 @@ class Admission:
 
     async def _verify(self, authorization: bytes | None, client: tuple[str, int] | None) -> Caller:
         """The caller of the key in ``authorization`` (:func:`bearer_token`,
-        :meth:`KeyVerifier.verify`). A missing or malformed key costs nothing and is
-        not counted; a well-formed key that is not valid is counted against
-        ``client``'s address, and an address over the failure limit is refused 429
-        before a key this instance does not know valid is looked up
-        (:mod:`.auth_failures`): the limit stops made-up keys, not the good ones."""
+        :class:`KeyVerifier`): a key verified seconds ago costs one cache lookup. A
+        missing or malformed key costs nothing more and is not counted; a
+        well-formed key that is not valid is counted against ``client``'s address,
+        and an address over the failure limit is refused 429 before a key this
+        instance does not know valid is looked up (:mod:`.auth_failures`): the limit
+        stops made-up keys, not the good ones."""
         token = bearer_token(authorization)
-        failures = self.failures
         verifier = self.verifier
+        caller = verifier.cached(token)
+        if caller is not None:
+            return caller
+        if not well_formed(token):
+            raise malformed()
+        failures = self.failures
         if failures is None:
-            return await verifier.verify(token)
+            return await verifier.lookup(token)
         address = client[0] if client else "-"
         if not verifier.known(token):
             failures.check(address)
         try:
-            return await verifier.verify(token)
+            return await verifier.lookup(token)
         except errors.Unauthorized:
             failures.failed(address)
             raise

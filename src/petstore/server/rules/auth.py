@@ -3,8 +3,10 @@
 :func:`bearer_token` reads the key out of an ``Authorization`` header, or raises
 ``errors.Unauthorized`` for a header that is missing or cannot hold a key, with no
 other work: a header longer than :data:`MAX_AUTHORIZATION_CHARS` is refused before it
-is even split. :class:`KeyVerifier` turns a token into the :class:`Caller` of a valid
-API key (its id, scopes and rate limit) or raises ``errors.Unauthorized``.
+is even split. :class:`KeyVerifier` turns a key into the :class:`Caller` of a valid
+API key (its id, scopes and rate limit): from its cache (:meth:`KeyVerifier.cached`),
+or, for a key of a key's shape (:func:`well_formed`), from the store
+(:meth:`KeyVerifier.lookup`); or raises ``errors.Unauthorized``.
 
 Verified keys are cached in process for ``key_cache_seconds`` (at most 5 s, so a
 revocation bites within 5 s everywhere); unknown keys are never cached, so a new key
@@ -45,26 +47,34 @@ class Caller(NamedTuple):
     rate_limit: str | None
 
 
-def bearer_token(authorization: bytes | None) -> str:
+def bearer_token(authorization: bytes | None) -> bytes:
     """The key of the ``Authorization`` value ``authorization`` as sent (``Bearer
-    <key>``, the scheme word any case, D12).
+    <key>``, the scheme word any case, D12), not yet judged: :func:`well_formed` does.
 
     Raises Unauthorized, ``key_sent`` False, when the header is missing, and
-    ``key_sent`` True when it is longer than :data:`MAX_AUTHORIZATION_CHARS`, has
-    another scheme, or holds no well-formed key (``keys.visible_prefix``).
+    ``key_sent`` True when it is longer than :data:`MAX_AUTHORIZATION_CHARS` or has
+    another scheme.
     """
     if not authorization:
         raise errors.Unauthorized(
             "an API key is required: Authorization: Bearer <key>", key_sent=False
         )
-    malformed = errors.Unauthorized("the Authorization header must be: Bearer <key>", key_sent=True)
     if len(authorization) > MAX_AUTHORIZATION_CHARS:
-        raise malformed
+        raise malformed()
     scheme, _, value = authorization.partition(b" ")
-    token = value.strip(b" ").decode("latin-1")
-    if scheme.lower() != b"bearer" or keys.visible_prefix(token) is None:
-        raise malformed
-    return token
+    if scheme.lower() != b"bearer":
+        raise malformed()
+    return value.strip(b" ")
+
+
+def well_formed(token: bytes) -> bool:
+    """Whether ``token`` has the shape of a key (``keys.visible_prefix``)."""
+    return token.isascii() and keys.visible_prefix(token.decode()) is not None
+
+
+def malformed() -> errors.Unauthorized:
+    """The refusal of an ``Authorization`` value that holds no key."""
+    return errors.Unauthorized("the Authorization header must be: Bearer <key>", key_sent=True)
 
 
 class KeyVerifier:
@@ -85,40 +95,45 @@ class KeyVerifier:
         self._now = monotonic
         self._cache_seconds = cache_seconds
         # token -> (caller, expiry or None, monotonic time it goes stale)
-        self._cache: LRU[str, tuple[Caller, datetime | None, float]] = LRU(CACHE_MAX)
+        self._cache: LRU[bytes, tuple[Caller, datetime | None, float]] = LRU(CACHE_MAX)
 
-    def known(self, token: str) -> bool:
+    def known(self, token: bytes) -> bool:
         """Whether ``token`` was valid when this verifier last looked it up (its entry
-        may be stale: :meth:`verify` looks again). A key that failed is not known."""
+        may be stale: :meth:`lookup` looks again). A key that failed is not known."""
         return token in self._cache
 
-    async def verify(self, token: str) -> Caller:
-        """The caller whose API key is ``token`` (from :func:`bearer_token`).
-
-        Raises Unauthorized when it names a key that is unknown, revoked or expired.
-        """
+    def cached(self, token: bytes) -> Caller | None:
+        """The caller of ``token`` when it was verified less than ``cache_seconds``
+        ago, else None. Raises Unauthorized when the key has expired since (D13)."""
         cached = self._cache.get(token)
-        if cached is not None and cached[2] > self._now():
-            caller, expires_at, _ = cached
-        else:
-            caller, expires_at = await self._lookup(token)
+        if cached is None or cached[2] <= self._now():
+            return None
+        expires_at = cached[1]
         if expires_at is not None and expires_at <= self._clock():
             raise errors.Unauthorized("the API key has expired", key_sent=True)
-        return caller
+        return cached[0]
 
-    async def _lookup(self, token: str) -> tuple[Caller, datetime | None]:
-        """Find ``token``'s key in the store and cache it when valid: (caller,
-        expiry). Raises Unauthorized as :meth:`verify` does, forgetting the token."""
-        prefix = keys.visible_prefix(token)
-        key_hash = keys.hash_key(token)
-        for record in await self._api_keys.find(prefix or ""):
+    async def lookup(self, token: bytes) -> Caller:
+        """The caller of the well-formed key ``token`` (:func:`well_formed`), found in
+        the store and cached when valid.
+
+        Raises Unauthorized when it names a key that is unknown, revoked or expired,
+        and then forgets the token.
+        """
+        text = token.decode()
+        prefix = keys.visible_prefix(text) or ""
+        key_hash = keys.hash_key(text)
+        for record in await self._api_keys.find(prefix):
             if hmac.compare_digest(record.key_hash, key_hash):
                 if record.revoked_at is not None:
                     break
+                if record.expires_at is not None and record.expires_at <= self._clock():
+                    self._cache.pop(token, None)
+                    raise errors.Unauthorized("the API key has expired", key_sent=True)
                 caller = Caller(record.id, frozenset(record.scopes), record.rate_limit)
                 if self._cache_seconds > 0:
                     stale_at = self._now() + self._cache_seconds
                     self._cache[token] = (caller, record.expires_at, stale_at)
-                return caller, record.expires_at
+                return caller
         self._cache.pop(token, None)
         raise errors.Unauthorized("the API key is not valid", key_sent=True)

@@ -16,8 +16,10 @@ stored animal encoded as today's Pet (``store.IdempotencyRecord``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from datetime import datetime, timedelta
+from typing import Any
 
 import msgspec
 
@@ -44,16 +46,22 @@ def fingerprint(new_pet: NewPet) -> str:
     to NewPet since, in the struct's order, only where it differs from its default.
     So a member added later, left at its default, changes no fingerprint."""
     members = msgspec.to_builtins(new_pet)
-    defaults = {
-        field.encode_name: field.default
-        for field in msgspec.structs.fields(new_pet)
-        if field.default is not msgspec.NODEFAULT
-    }
+    defaults = _defaults(type(new_pet))
     canonical = {name: members[name] for name in _V1_MEMBERS}
     for name, value in members.items():
         if name not in canonical and (name not in defaults or value != defaults[name]):
             canonical[name] = value
     return hashlib.sha256(_encoder.encode(canonical)).hexdigest()
+
+
+@functools.cache
+def _defaults(kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """The defaults of ``kind``'s fields that have one, by JSON name (as encoded)."""
+    return {
+        field.encode_name: msgspec.to_builtins(field.default)
+        for field in msgspec.structs.fields(kind)
+        if field.default is not msgspec.NODEFAULT
+    }
 
 
 class IdempotentCreates:

@@ -9,7 +9,7 @@ row comes back as a mapping of the names its statement gave the columns
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, LiteralString, Protocol, TypeVar
 
 from petstore.server import errors
@@ -46,16 +46,16 @@ class Database(Protocol):
         """The rows of one SELECT."""
         ...
 
-    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
-        """The rows of one statement that commits on its own, durable once returned."""
-        ...
-
-    async def write_each(
-        self, statement: LiteralString, params: Sequence[Params]
-    ) -> list[list[Row]]:
-        """``statement`` run once for each of ``params``, in order, committed together
-        (one commit, durable once returned): each run's rows, in the order of
-        ``params``. Nothing is committed when any run fails."""
+    async def write(
+        self,
+        statement: LiteralString,
+        params: Params = NONE,
+        *,
+        first: LiteralString | None = None,
+    ) -> list[Row]:
+        """The rows of one statement, committed, durable once returned. With
+        ``first``, a query run before it in the same transaction, whose one row's
+        columns join ``params``."""
         ...
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:

@@ -30,7 +30,7 @@ from petstore.server.store.idempotency_records import (
     IdempotencyStatements,
     record_of,
 )
-from petstore.server.store.rows import all_into, into, parameters
+from petstore.server.store.rows import all_into, into, parameters, parameters_json
 
 T = TypeVar("T")
 
@@ -39,9 +39,17 @@ class PetStatements(NamedTuple):
     """One dialect's SQL for animals. Each statement that returns animals lists the
     columns of :func:`.rows.select_list` (Pet); parameters are named as the comments say."""
 
-    #: One NewPet (its fields by JSON name, :func:`.rows.parameters`), holding the id
+    #: One NewPet (its fields by column name, :func:`.rows.parameters`), holding the id
     #: order (D9) before its id is drawn, in a transaction or on its own.
     insert: LiteralString
+    #: The NewPets of ``new_pets`` (:func:`.rows.parameters_json`) in one statement,
+    #: committed by it, each id drawn above every committed one (D5, D9); each row
+    #: also gives its NewPet's ``ordinal``, its place in the array from 0, which the
+    #: statement carries through, so a row is matched to its NewPet by nothing else.
+    insert_many: LiteralString
+    #: What ``insert_many`` needs first, in its transaction (its one row's columns
+    #: join the parameters); None where it needs nothing.
+    insert_many_first: LiteralString | None
     #: A keyset page (D7): ``after_id``, ``limit``.
     list_page: LiteralString
     #: A keyset page of one status: ``status``, ``after_id``, ``limit``.
@@ -96,10 +104,15 @@ class PetRepository:
     async def create_many(self, new_pets: Sequence[NewPet]) -> list[Pet]:
         """Insert ``new_pets`` in one commit, durable once returned; the animals in the
         order given, each with an id above every id committed before (D5, D9)."""
-        if len(new_pets) == 1:  # the usual batch under light load: one statement
+        if len(new_pets) == 1:  # the usual batch under light load
             return [await self.create(new_pets[0])]
-        runs = await self._database.write_each(self._sql.insert, list(map(parameters, new_pets)))
-        return [into(Pet, row) for (row,) in runs]
+        rows = await self._database.write(
+            self._sql.insert_many,
+            {"new_pets": parameters_json(new_pets)},
+            first=self._sql.insert_many_first,
+        )
+        placed = {row["ordinal"]: row for row in rows}
+        return [into(Pet, placed[ordinal]) for ordinal in range(len(new_pets))]
 
     async def create_with_key(self, new_pet: NewPet, *, claim: IdempotencyClaim) -> ClaimOutcome:
         """Insert one animal and its idempotency record in one transaction (D16),

@@ -21,7 +21,7 @@ from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyStatement
 from petstore.server.store.idempotency_records import IdempotencyStatements
 from petstore.server.store.pets import PetStatements
 from petstore.server.store.postgres_pool import PostgresDatabase
-from petstore.server.store.rows import insert_columns, insert_values, select_list
+from petstore.server.store.rows import column_list, parameter_list, select_list
 
 __all__ = ["DIALECT", "ID_ORDER_LOCK", "PostgresDatabase"]
 
@@ -47,11 +47,25 @@ _RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at
 DIALECT = Dialect(
     pets=PetStatements(
         insert=(
-            f"INSERT INTO pets ({insert_columns(NewPet)}) "
-            f"SELECT {insert_values(NewPet, 'pyformat')} "
+            f"INSERT INTO pets ({column_list(NewPet)}) "
+            f"SELECT {parameter_list(NewPet, 'pyformat')} "
             "WHERE (SELECT pg_advisory_xact_lock(8099007544119226981) IS NULL) IS NOT NULL "
             f"RETURNING {_PET}"
         ),
+        # Each NewPet's id is drawn (after the lock, as above) beside its place in the
+        # array; the rows inserted are joined back to it by that id.
+        insert_many=(
+            "WITH new_pet AS MATERIALIZED ("
+            "SELECT nextval(pg_get_serial_sequence('pets', 'id')) AS id, "
+            f"batch.ordinality - 1 AS ordinal, {column_list(NewPet, 'batch.')} "
+            "FROM json_populate_recordset(NULL::pets, %(new_pets)s::json) "
+            "WITH ORDINALITY AS batch "
+            "WHERE (SELECT pg_advisory_xact_lock(8099007544119226981) IS NULL) IS NOT NULL), "
+            f"stored AS (INSERT INTO pets (id, {column_list(NewPet)}) "
+            f"SELECT id, {column_list(NewPet)} FROM new_pet RETURNING {_PET}) "
+            "SELECT stored.*, new_pet.ordinal FROM stored JOIN new_pet USING (id)"
+        ),
+        insert_many_first=None,
         list_page=(f"SELECT {_PET} FROM pets WHERE id > %(after_id)s ORDER BY id LIMIT %(limit)s"),
         list_page_of_status=(
             f"SELECT {_PET} FROM pets WHERE status = %(status)s AND id > %(after_id)s "

@@ -14,13 +14,21 @@ Connections are lent untested (a test is a round trip on every request): a read
 that finds its connection dead has the pool test its idle connections, replacing the
 dead ones, and runs once more, so that one request, not one per idle connection,
 meets a server restart. A write is never run twice: its commit may have landed.
+
+**The one hand-built awaitable.** Each call runs as a task of its own and its caller
+awaits a future of :meth:`PostgresDatabase._bounded`, settled when the task ends or
+at the deadline, whichever comes first. It is there for correctness, not speed: a
+caller that stops waiting (cancelled, or past the bound) leaves the task and its
+statement running on a cut connection, never cancelling them. A caller must await
+only the future it is given; the task is the driver's and must never be awaited or
+cancelled from outside.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString, TypeVar
 
@@ -38,7 +46,6 @@ from petstore.server.store.postgres_connections import (
     as_unavailable,
     connection_options,
     reachable,
-    rows_of,
 )
 from petstore.server.store.rows import Row
 
@@ -104,28 +111,24 @@ class PostgresDatabase:
         """One SELECT; run once more on another connection if its own was dead."""
         return await self._bounded(lambda call: self._run(call, statement, params, again=True))
 
-    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
-        """One autocommit statement; never run twice (``errors.Unavailable`` when its
-        connection died: its commit's outcome is unknown, D25)."""
-        return await self._bounded(lambda call: self._run(call, statement, params, again=False))
+    async def write(
+        self,
+        statement: LiteralString,
+        params: Params = NONE,
+        *,
+        first: LiteralString | None = None,
+    ) -> list[Row]:
+        """One autocommit statement (with ``first``: both in one transaction); never
+        run twice (``errors.Unavailable`` when its connection died: its commit's
+        outcome is unknown, D25)."""
+        if first is None:
+            return await self._bounded(lambda call: self._run(call, statement, params, again=False))
 
-    async def write_each(
-        self, statement: LiteralString, params: Sequence[Params]
-    ) -> list[list[Row]]:
-        """``statement`` for each of ``params`` inside ``BEGIN`` ... ``COMMIT`` on one
-        connection, sent together (psycopg's ``executemany``, pipelined), within the
-        bound; each run's rows in the order of ``params``."""
+        async def after(tx: Transaction) -> list[Row]:
+            (given,) = await tx.fetch(first)
+            return await tx.fetch(statement, {**params, **given})
 
-        async def each(call: Call) -> list[list[Row]]:
-            async with self._lend(call) as conn, conn.transaction():
-                cursor = conn.cursor_for_statements
-                await cursor.executemany(statement, params, returning=True)
-                runs = [await rows_of(cursor)]
-                while cursor.nextset():
-                    runs.append(await rows_of(cursor))
-                return runs
-
-        return await self._bounded(each)
+        return await self.in_transaction(after)
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``work`` inside ``BEGIN`` ... ``COMMIT`` on one connection, all of it

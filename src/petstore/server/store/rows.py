@@ -6,18 +6,19 @@ and :class:`petstore.schemas.NewPet`, an API key by ``store.ApiKey``. A table ha
 column for each field, named as the field (``category_id``). Every statement's list
 of returned columns follows from the struct (:func:`select_list`), each column named
 as the struct's field is named in JSON (``category_id AS "categoryId"``), and so do an
-insert's columns and named parameters (:func:`insert_columns`,
-:func:`insert_values`), its parameters being the struct's own JSON-ready values
-(:func:`parameters`). A row comes back as a mapping of those names, and
-:func:`into` turns it into the struct by name, checking each value's type (a
-status outside PetStatus raises). Nothing depends on the order of columns, and a
-field added to a struct, with its column added by a migration, is written, read and
-returned with no other edit.
+insert's columns and named parameters (:func:`column_list`, :func:`parameter_list`),
+a value's parameters being its fields by column name (:func:`parameters`; many values
+at once as one JSON array of those, :func:`parameters_json`). A row comes back as a
+mapping of the names its statement gave the columns, and :func:`into` turns it into
+the struct by name, checking each value's type (a status outside PetStatus raises).
+Nothing depends on the order of columns, and a field added to a struct, with its
+column added by a migration, is written, read and returned with no other edit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, LiteralString, TypeVar
 
 import msgspec
@@ -39,25 +40,40 @@ def select_list(kind: type[msgspec.Struct]) -> LiteralString:
     )
 
 
-def insert_columns(kind: type[msgspec.Struct]) -> LiteralString:
-    """The columns an insert of a ``kind`` value writes: one for each field."""
-    return ", ".join(field.name for field in msgspec.structs.fields(kind))
+def column_list(kind: type[msgspec.Struct], prefix: str = "") -> LiteralString:
+    """The columns of ``kind``'s fields (each after ``prefix``, a table's name and a
+    dot, say): what an insert of such a value writes."""
+    return ", ".join(prefix + field.name for field in msgspec.structs.fields(kind))
 
 
-def insert_values(kind: type[msgspec.Struct], style: ParameterStyle) -> LiteralString:
-    """The named parameters of :func:`insert_columns`, in the dialect's ``style``,
-    each named as its field's JSON name (what :func:`parameters` gives)."""
-    names = (field.encode_name for field in msgspec.structs.fields(kind))
+def parameter_list(kind: type[msgspec.Struct], style: ParameterStyle) -> LiteralString:
+    """The named parameters of :func:`column_list`, in the dialect's ``style``, each
+    named as its column (what :func:`parameters` gives)."""
+    names = (field.name for field in msgspec.structs.fields(kind))
     if style == "named":
         return ", ".join(f":{name}" for name in names)
     return ", ".join(f"%({name})s" for name in names)
 
 
 def parameters(value: msgspec.Struct) -> dict[str, Any]:
-    """``value``'s fields by JSON name, as values both drivers take (an enum as its
-    value): the parameters of :func:`insert_values`."""
-    parameters: dict[str, Any] = msgspec.to_builtins(value)
-    return parameters
+    """``value``'s fields by column name, as values both drivers take (an enum as its
+    value): the parameters of :func:`parameter_list`."""
+    columns = _columns_by_json_name(type(value))
+    return {columns[name]: item for name, item in msgspec.to_builtins(value).items()}
+
+
+@functools.cache
+def _columns_by_json_name(kind: type[msgspec.Struct]) -> dict[str, str]:
+    """Each field's column (its name) by its JSON name. Cached: reading a struct's
+    fields evaluates its annotations."""
+    return {field.encode_name: field.name for field in msgspec.structs.fields(kind)}
+
+
+def parameters_json(values: Sequence[msgspec.Struct]) -> str:
+    """``values`` as one JSON array of :func:`parameters`, in order: a statement
+    takes any number of them as one parameter (SQLite's ``json_each``, PostgreSQL's
+    ``json_populate_recordset``)."""
+    return msgspec.json.encode([parameters(value) for value in values]).decode()
 
 
 def into(kind: type[S], row: Row) -> S:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import LiteralString, TypeVar
+
+import msgspec
 
 from petstore.schemas import NewPet, Pet
 from petstore.server.store import Dialect
@@ -23,7 +25,7 @@ from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyStatement
 from petstore.server.store.driver import NONE, Params, Transaction
 from petstore.server.store.idempotency_records import IdempotencyStatements
 from petstore.server.store.pets import PetStatements
-from petstore.server.store.rows import Row, insert_columns, insert_values, select_list
+from petstore.server.store.rows import Row, column_list, parameter_list, select_list
 from petstore.server.store.sqlite_connections import (
     Writer,
     connect,
@@ -35,6 +37,8 @@ from petstore.server.store.sqlite_connections import (
 T = TypeVar("T")
 
 _PET = select_list(Pet)
+#: A NewPet's columns out of ``json_each``'s ``value``, in ``column_list`` order.
+_FROM_JSON = ", ".join(f"value ->> '{field.name}'" for field in msgspec.structs.fields(NewPet))
 _RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at"
 
 #: SQLite's SQL (named ``:name`` parameters; timestamps as ISO text in UTC, :func:`iso`).
@@ -42,8 +46,20 @@ _RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at
 DIALECT = Dialect(
     pets=PetStatements(
         insert=(
-            f"INSERT INTO pets ({insert_columns(NewPet)}) "
-            f"VALUES ({insert_values(NewPet, 'named')}) RETURNING {_PET}"
+            f"INSERT INTO pets ({column_list(NewPet)}) "
+            f"VALUES ({parameter_list(NewPet, 'named')}) RETURNING {_PET}"
+        ),
+        # Each id is the batch's base (the highest id ever issued, read first in the
+        # same transaction) plus 1 plus the NewPet's place in the array: given by the
+        # statement, never left to the order in which rows are inserted or returned.
+        insert_many=(
+            f"INSERT INTO pets (id, {column_list(NewPet)}) "
+            f"SELECT :base + 1 + key, {_FROM_JSON} FROM json_each(:new_pets) "
+            f"RETURNING {_PET}, id - :base - 1 AS ordinal"
+        ),
+        insert_many_first=(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'pets'), 0), "
+            "coalesce((SELECT max(id) FROM pets), 0)) AS base"
         ),
         list_page=f"SELECT {_PET} FROM pets WHERE id > :after_id ORDER BY id LIMIT :limit",
         list_page_of_status=(
@@ -130,19 +146,21 @@ def _run(statement: LiteralString, params: Params, conn: sqlite3.Connection) -> 
         return _rows(conn.execute(statement, params))
 
 
-def _run_each(
-    statement: LiteralString, params: Sequence[Params], conn: sqlite3.Connection
-) -> list[list[Row]]:
-    """``statement`` for each of ``params`` in one transaction, committed once."""
+def _run_after(
+    first: LiteralString, statement: LiteralString, params: Params, conn: sqlite3.Connection
+) -> list[Row]:
+    """``first``, then ``statement`` with its row's columns added to ``params``, in one
+    transaction."""
     with reachable:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            runs = [_rows(conn.execute(statement, each)) for each in params]
+            (given,) = _rows(conn.execute(first))
+            rows = _rows(conn.execute(statement, {**params, **given}))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
             raise
-        return runs
+        return rows
 
 
 def _begin(conn: sqlite3.Connection) -> None:
@@ -186,16 +204,18 @@ class SQLiteDatabase:
         with reachable:
             return _rows(self._reader.execute(statement, params))
 
-    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
-        """One statement committed on its own by the writer thread, after the
-        transaction that holds the connection, if any."""
-        return await self._submit(partial(_run, statement, params))
-
-    async def write_each(
-        self, statement: LiteralString, params: Sequence[Params]
-    ) -> list[list[Row]]:
-        """``statement`` for each of ``params``, committed once by the writer thread."""
-        return await self._submit(partial(_run_each, statement, params))
+    async def write(
+        self,
+        statement: LiteralString,
+        params: Params = NONE,
+        *,
+        first: LiteralString | None = None,
+    ) -> list[Row]:
+        """One statement committed by the writer thread (``first`` before it, in its
+        transaction), after the transaction that holds the connection, if any."""
+        if first is None:
+            return await self._submit(partial(_run, statement, params))
+        return await self._submit(partial(_run_after, first, statement, params))
 
     async def _submit(self, job: Callable[[sqlite3.Connection], T]) -> T:
         if self._lock.locked() or self._reader is None:  # in a transaction, or not open

@@ -13,7 +13,7 @@ statement and has no span.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from typing import TYPE_CHECKING, LiteralString, TypeVar
@@ -26,18 +26,24 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: The table a statement works on: the first one it reads from, inserts into,
-#: updates or deletes from.
-_TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE)\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+#: What a statement writes: ``INSERT INTO t``, ``UPDATE t`` or ``DELETE FROM t``,
+#: also inside a ``WITH``.
+_WRITE = re.compile(r"\b(INSERT)\s+INTO\s+(\w+)|\b(UPDATE)\s+(\w+)|\b(DELETE)\s+FROM\s+(\w+)", re.I)
+#: The first table a query reads (a function call in ``FROM`` is no table).
+_READ = re.compile(r"\bFROM\s+(\w+)\b(?!\s*\()", re.I)
 
 
 @lru_cache(maxsize=256)  # statements are the dialects' constants: a few dozen
 def span_name(statement: str) -> tuple[str, str]:
-    """``(operation, table)`` of a statement: its first keyword, upper case, and the
-    table of :data:`_TABLE` (``""`` when it names none)."""
-    operation = statement.split(None, 1)[0].upper()
-    found = _TABLE.search(statement)
-    return operation, "" if found is None else found.group(1)
+    """``(operation, table)`` of a statement: the write it makes (``INSERT``,
+    ``UPDATE``, ``DELETE``) and its table, else its first keyword, upper case, and the
+    first table it reads (``""`` when it reads none)."""
+    written = _WRITE.search(statement)
+    if written is not None:
+        operation, table = (part for part in written.groups() if part is not None)
+        return operation.upper(), table
+    read = _READ.search(statement)
+    return statement.split(None, 1)[0].upper(), "" if read is None else read.group(1)
 
 
 class TracedDatabase:
@@ -77,17 +83,16 @@ class TracedDatabase:
         with self._span(statement):
             return await self.inner.read(statement, params)
 
-    async def write(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
-        """``Database.write``, in a span."""
+    async def write(
+        self,
+        statement: LiteralString,
+        params: Params = NONE,
+        *,
+        first: LiteralString | None = None,
+    ) -> list[Row]:
+        """``Database.write``, in a span (named for ``statement``)."""
         with self._span(statement):
-            return await self.inner.write(statement, params)
-
-    async def write_each(
-        self, statement: LiteralString, params: Sequence[Params]
-    ) -> list[list[Row]]:
-        """``Database.write_each``, one span for the runs together."""
-        with self._span(statement):
-            return await self.inner.write_each(statement, params)
+            return await self.inner.write(statement, params, first=first)
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``Database.in_transaction``, a span around each of ``work``'s statements."""

@@ -53,7 +53,8 @@ class _RequestCollector(Collector):
     A request is queued as ``(operation, status, seconds)`` and counted with the
     others 256 at a time, and always before a scrape, so a scrape sees every request
     answered. The library's own Counter and Histogram take three locks and scan the
-    buckets on every request, a measurable share of a getPet (docs/performance.md). The exposition is the library's, and the same as theirs,
+    buckets on every request, a measurable share of a getPet (docs/performance.md).
+    The exposition is the library's, and the same as theirs,
     ``_created`` samples included.
     """
 
