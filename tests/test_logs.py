@@ -328,18 +328,19 @@ def test_a_text_access_line_escapes_the_control_characters_of_the_path(
     assert "\x1b" not in line
 
 
-def test_a_forwarded_client_address_is_escaped_where_it_is_read(
+def test_a_forwarded_value_that_is_not_an_address_is_logged_escaped_and_ignored(
     database_url: str, configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """Behind a trusted proxy the client's address comes from X-Forwarded-For: its
-    control characters are escaped before it reaches any log line."""
+    """Behind a trusted proxy the client's address comes from X-Forwarded-For when it
+    is one: anything else is written, escaped, in a warning, never as the client."""
     configure(False)
     app = create_app(Settings(database_url=database_url, trust_forwarded_headers=True))
     with TestClient(app) as client:
-        client.get("/healthz", headers={"X-Forwarded-For": "10.0.0.1\x1b[2J, 10.0.0.2"})
-    (line,) = [line for line in written(capfd) if "GET /healthz" in line]
-    assert line.endswith("client=10.0.0.1\\\\x1b[2J:0"), line
-    assert "\x1b" not in line
+        client.get("/healthz", headers={"X-Forwarded-For": "10.0.0.1\x1b[2J client=1"})
+    (warning, line) = [line for line in written(capfd) if "/healthz" in line or "WARN" in line]
+    assert warning.endswith("not an IP address: 10.0.0.1\\x1b[2J\\x20client=1"), warning
+    assert line.endswith("client=testclient:50000"), line
+    assert "\x1b" not in warning + line
 
 
 def test_a_json_access_line_escapes_the_control_characters_of_the_path(
