@@ -582,6 +582,12 @@ def test_keys_create_with_a_rate_limit_lists_it(runner: CliRunner) -> None:
         (["--scope", "pets:delete"], "pets:delete"),
         (["--rate-limit", "lots"], "a rate limit looks like 600/minute"),
         (["--rate-limit", "0/minute"], "at least 1"),
+        # Issue 53 (N8): these were stored, enforced as something else, and listed as typed.
+        (["--rate-limit", "10/0 minute"], "window is at least 1 minute, not '10/0 minute'"),
+        (["--rate-limit", "10 per 0 seconds"], "window is at least 1 second"),
+        (["--rate-limit", "5/minute;6/second"], "one rate limit only"),
+        (["--rate-limit", "5/minute, 6/second"], "one rate limit only"),
+        (["--rate-limit", "600/minute please"], "a rate limit looks like 600/minute"),
     ],
 )
 def test_keys_create_refuses_unknown_scopes_and_bad_rate_limits(

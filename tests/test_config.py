@@ -142,6 +142,9 @@ INVALID = [
     pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "300.5", id="request-timeout-over-5min"),
     pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "nan", id="request-timeout-nan"),
     pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "soon", id="request-timeout-word"),
+    pytest.param("PETSTORE_RATE_LIMIT", "5/minute;6/second", id="rate-limit-two"),
+    pytest.param("PETSTORE_RATE_LIMIT", "10/0 minute", id="rate-limit-window-0"),
+    pytest.param("PETSTORE_AUTH_FAILURE_LIMIT", "30 per 0 minutes", id="failure-limit-window-0"),
 ]
 
 
