@@ -205,7 +205,12 @@ def test_create_with_an_unknown_status_is_400_naming_status(
         pytest.param("\U0001f436" * 100, id="100-emoji-astral"),
         pytest.param("名" * 100, id="100-cjk"),
         pytest.param("\U0001f468\u200d\U0001f469\u200d\U0001f467", id="zwj-family-emoji"),
-        pytest.param("\u200bRex\u200b", id="visible-between-zero-width"),
+        pytest.param("\u2764\ufe0f", id="emoji-presentation-selector"),
+        pytest.param(
+            "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f", id="tag-flag"
+        ),
+        pytest.param("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", id="persian-zwnj"),
+        pytest.param("\u05e9\u05dc\u05d5\u05dd Rex", id="right-to-left-script"),
         pytest.param("  Rex  ", id="surrounding-spaces-kept"),
         pytest.param("REX rex ReX", id="case-kept"),
         pytest.param("e\u0301", id="decomposed-not-normalized"),
@@ -253,6 +258,19 @@ def test_valid_name_is_stored_and_returned_exactly_as_sent(
         pytest.param("\u2060\ufeff", id="word-joiner-and-bom"),
         pytest.param(" \u200b\u00a0", id="spaces-and-zero-width"),
         pytest.param("\u00ad", id="soft-hyphen-alone"),
+        # Issue 53 (N6): these were 201.
+        pytest.param("\u3164", id="hangul-filler"),
+        pytest.param("\u2800", id="braille-blank"),
+        pytest.param("\ufe0f", id="variation-selector-alone"),
+        pytest.param("\u0301", id="lone-combining-mark"),
+        pytest.param("Rex\u202egnp.exe", id="right-to-left-override-inside"),
+        pytest.param("Rex\u2067Max\u2069", id="bidi-isolate-inside"),
+        pytest.param("Rex\u200fMax", id="right-to-left-mark-inside"),
+        pytest.param("\u200bRex\u200b", id="visible-between-zero-width"),
+        pytest.param("Re\u00adx", id="soft-hyphen-inside"),
+        pytest.param("Rex\u3164", id="hangul-filler-inside"),
+        pytest.param("Rex\u2028Max", id="line-separator-inside"),
+        pytest.param("Rex\U000e0001", id="language-tag"),
     ],
 )
 def test_invalid_name_is_400_naming_name(
