@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -72,7 +73,9 @@ class Settings(BaseSettings):
     A variable wins over a file.
 
     Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist or holds a setting's file its group or others may write, on a
+    does not exist or holds a setting's file its group or others may write (in
+    staging and production also one that others may write, or that or a setting's
+    file owned by neither the service's user nor root), on a
     drain not shorter than the shutdown timeout, on a cursor secret of one repeated
     character, and on a default or short cursor secret outside development.
     """
@@ -166,9 +169,13 @@ class Settings(BaseSettings):
 
     @field_validator("secrets_dir")
     @classmethod
-    def _files_only_their_owner_writes(cls, directory: Path | None) -> Path | None:
+    def _files_only_their_owner_writes(
+        cls, directory: Path | None, info: ValidationInfo
+    ) -> Path | None:
         names = {f"petstore_{name}" for name in cls.model_fields}
-        return secret_files.check_owner_only(directory, names)
+        # secrets_dir is the last field: the environment is known (absent: invalid).
+        strict = info.data.get("environment") is not Environment.DEVELOPMENT
+        return secret_files.check_owner_only(directory, names, strict=strict)
 
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:
