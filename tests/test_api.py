@@ -582,6 +582,38 @@ def test_limit_that_is_not_an_integer_from_1_to_100_is_400_naming_limit(
     assert "limit" in message
 
 
+def test_the_last_of_a_repeated_query_parameter_wins(
+    client: TestClient, auth: dict[str, str], database_url: str
+) -> None:
+    """D8: ``?limit=1&limit=3`` is ``limit=3``; ``status`` alike."""
+    insert_pets_directly(database_url, 5)
+    response = client.get("/v1/pets?limit=1&limit=3", headers=auth)
+    assert [p["id"] for p in response.json()] == [1, 2, 3]
+    response = client.get("/v1/pets?limit=abc&limit=2", headers=auth)
+    assert [p["id"] for p in response.json()] == [1, 2]
+    assert assert_error(
+        client.get("/v1/pets?limit=2&limit=0", headers=auth), 400, "invalid_request"
+    )
+    response = client.get("/v1/pets?status=sold&status=available", headers=auth)
+    assert len(response.json()) == 5
+    assert client.get("/v1/pets?status=available&status=sold", headers=auth).json() == []
+
+
+def test_a_repeated_content_type_or_idempotency_key_is_400_naming_it(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    json = ("Content-Type", "application/json")
+    for name, twice in (
+        ("Content-Type", [json, ("Content-Type", "text/plain")]),
+        ("Idempotency-Key", [json, ("Idempotency-Key", "k1"), ("Idempotency-Key", "k2")]),
+    ):
+        response = client.post(
+            "/v1/pets", content=b'{"name":"Rex","categoryId":1}', headers=[*auth.items(), *twice]
+        )
+        assert assert_error(response, 400, "invalid_request").startswith(f"{name}: ")
+    assert listed(client, auth) == []
+
+
 def test_limit_above_100_is_400(client: TestClient, auth: dict[str, str]) -> None:
     message = assert_error(client.get("/v1/pets?limit=101", headers=auth), 400, "invalid_request")
     assert "limit" in message

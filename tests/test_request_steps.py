@@ -46,6 +46,7 @@ def read(
         "query_string": b"limit=5",
         "scheme": "http",
         "client": ("10.0.0.9", 41000),
+        "http_version": "1.1",
         "headers": headers,
     }
 
@@ -66,9 +67,20 @@ def test_a_sane_request_id_is_kept_and_any_other_replaced_by_a_new_one() -> None
 
 
 def test_the_first_of_repeated_headers_is_the_one_read() -> None:
-    request = read([(b"host", b"a.example"), (b"host", b"b.example")])
-    assert request.header(b"host") == "a.example"
+    request = read([(b"host", b"a.example"), (b"accept", b"a/b"), (b"accept", b"c/d")])
+    assert request.header(b"accept") == "a/b"
     assert request.header(b"authorization") is None
+    assert request.malformed is None
+
+
+def test_a_request_without_host_or_with_a_single_header_twice_is_malformed() -> None:
+    """Issue 53 (N9)."""
+    assert read([]).malformed is not None
+    assert read([(b"host", b"")]).malformed is not None  # what granian writes for none
+    twice = [(b"host", b"a.example"), (b"host", b"b.example")]
+    assert read(twice).malformed == "Host: the header is sent more than once; send it once"
+    keys = [(b"host", b"a"), (b"authorization", b"Bearer x"), (b"authorization", b"Bearer y")]
+    assert str(read(keys).malformed).startswith("Authorization: ")
 
 
 def test_the_route_its_parameter_and_the_query_are_read_once() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+from collections.abc import Mapping
 from random import getrandbits
 
 from starlette.types import Receive, Scope
@@ -18,6 +19,9 @@ from petstore.server.telemetry.escapes import escape_field
 
 #: A client's X-Request-ID is kept when it is 1-128 of these characters.
 SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
+#: Headers that may appear once (RFC 9110, section 5.3: none is a list): the service
+#: reads each, and a proxy in front might read another of two than it does.
+SINGLE_HEADERS = (b"host", b"authorization", b"content-type", b"idempotency-key")
 #: The most of a refused X-Forwarded-For value a warning shows.
 _SHOWN_CHARS = 64
 
@@ -35,7 +39,8 @@ def read_request(
     of a valid ``traceparent`` (W3C Trace Context, D23), else None. With
     ``trust_forwarded``, its scheme is the last ``X-Forwarded-Proto`` (``http`` or
     ``https``) and its client address the one the nearest proxy added to
-    ``X-Forwarded-For`` (:func:`forwarded_client`).
+    ``X-Forwarded-For`` (:func:`forwarded_client`). It is ``malformed`` as
+    :func:`malformed` says.
     """
     raw_headers = scope["headers"]
     headers = dict(reversed(raw_headers))  # the first of repeated headers wins
@@ -72,8 +77,29 @@ def read_request(
         path_param,
         scope,
         receive,
+        malformed(scope, headers),
     )
     return request, route
+
+
+def malformed(scope: Scope, headers: Mapping[bytes, bytes]) -> str | None:
+    """Why the request of ASGI ``scope``, whose headers by name are ``headers``, is
+    answered 400 whatever it asks, or None: an HTTP/1.1 request without ``Host`` (or
+    with an empty one), or any request with one of :data:`SINGLE_HEADERS` more than
+    once (RFC 9112, section 3.2: a server must answer 400 to either for ``Host``; of
+    two ``Authorization`` or ``Content-Type`` fields, a proxy in front may judge
+    another than the service would). HTTP/1.0 may leave out ``Host``; HTTP/2 names
+    the host in ``:authority``, which granian hands on as ``Host``."""
+    raw_headers = scope["headers"]
+    if len(headers) != len(raw_headers):  # some name is repeated: rare, so looked for only then
+        for name in SINGLE_HEADERS:
+            if sum(1 for header in raw_headers if header[0] == name) > 1:
+                shown = name.decode().title()
+                return f"{shown}: the header is sent more than once; send it once"
+    # granian writes an empty Host for a request that sent none.
+    if not headers.get(b"host") and scope.get("http_version", "1.1") == "1.1":
+        return "Host: an HTTP/1.1 request must name the host (RFC 9112, section 3.2)"
+    return None
 
 
 def forwarded_client(
