@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from petstore.cli.keys import keys_group
+from petstore.cli.listening import check_exposure
 from petstore.cli.pets import pets_group
 from petstore.cli.store import settings_or_usage_error, with_store
 from petstore.server import shutdown
@@ -147,7 +148,9 @@ def serve(
     (and in staging with --dev-key), creates and prints an API key named "dev" when
     no key is active.
 
-    Refuses (exit 1) a host and port another process listens on.
+    Refuses (exit 1) a host and port another process listens on, and (exit 2)
+    development settings on an address beyond loopback unless PETSTORE_ENVIRONMENT
+    says development on purpose (then it warns).
 
     SIGTERM stops gracefully: /readyz answers 503 for PETSTORE_SHUTDOWN_DRAIN_SECONDS
     (in development only when that variable is set), then requests in flight finish;
@@ -166,6 +169,7 @@ def serve(
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
             os.environ[f"PETSTORE_{name}"] = str(value)
+    check_exposure(settings, dev_key=create_dev_key)
     logs.configure(level=settings.log_level, json=settings.json_logs)
     refuse_a_taken_address(settings.host, settings.port)
 
