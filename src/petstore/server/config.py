@@ -18,7 +18,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -73,10 +72,8 @@ class Settings(BaseSettings):
     A variable wins over a file.
 
     Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist or holds a setting's file its group or others may write (in
-    staging and production also one that others may write, or that or a setting's
-    file owned by neither the service's user nor root), on a
-    drain not shorter than the shutdown timeout, on a cursor secret of one repeated
+    does not exist or through which others could choose a setting (``secret_files``),
+    on a drain not shorter than the shutdown timeout, on a cursor secret of one repeated
     character, and on a default or short cursor secret outside development.
     """
 
@@ -152,7 +149,11 @@ class Settings(BaseSettings):
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 5.0
     #: A directory of files named like the variables in lower case, each holding
     #: one setting (e.g. ``petstore_cursor_secret``); see the class docstring.
-    secrets_dir: Annotated[Path | None, BeforeValidator(secret_files.existing_directory)] = None
+    secrets_dir: Annotated[
+        Path | None,
+        BeforeValidator(secret_files.existing_directory),
+        AfterValidator(secret_files.check_owner_only),
+    ] = None
 
     @classmethod
     def settings_customise_sources(
@@ -166,16 +167,6 @@ class Settings(BaseSettings):
         """Arguments, then the environment, then the files of ``secrets_dir``
         (:func:`.secret_files.sources`)."""
         return secret_files.sources(settings_cls, init_settings, env_settings, dotenv_settings)
-
-    @field_validator("secrets_dir")
-    @classmethod
-    def _files_only_their_owner_writes(
-        cls, directory: Path | None, info: ValidationInfo
-    ) -> Path | None:
-        names = {f"petstore_{name}" for name in cls.model_fields}
-        # secrets_dir is the last field: the environment is known (absent: invalid).
-        strict = info.data.get("environment") is not Environment.DEVELOPMENT
-        return secret_files.check_owner_only(directory, names, strict=strict)
 
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:

@@ -8,6 +8,7 @@ import os
 import pwd
 from pathlib import Path
 
+from pydantic import ValidationInfo
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -45,18 +46,20 @@ def existing_directory(value: object) -> object:
     return value
 
 
-def check_owner_only(directory: Path | None, names: set[str], *, strict: bool) -> Path | None:
-    """``directory``, once none of its setting files (``names``, lower case) is
-    writable by its group or others: whoever can write one chooses the cursor secret
-    or the database the instance trusts. A symbolic link is judged by its target, as
-    Kubernetes mounts secrets. ``strict`` (staging and production) also requires the
-    directory and each setting file to be owned by the service's user or root, and
-    the directory to be writable by no one else (unless it is mounted read-only, as
-    Kubernetes and systemd mount secrets): whoever can write the directory can plant
-    a setting the operator never wrote (``petstore_trust_forwarded_headers``).
+def check_owner_only(directory: Path | None, info: ValidationInfo) -> Path | None:
+    """``directory`` (``secrets_dir``), once none of its setting files (named
+    ``petstore_*``, any case) is writable by its group or others: whoever can write
+    one chooses the cursor secret or the database the instance trusts. A symbolic
+    link is judged by its target, as Kubernetes mounts secrets. Outside development
+    (the ``environment`` already validated in ``info``; absent, it was invalid), the
+    directory and each setting file must also be owned by the service's user or
+    root, and the directory writable by no one else unless it is mounted read-only
+    (as Kubernetes and systemd mount secrets): whoever can write the directory can
+    plant a setting the operator never wrote (``petstore_trust_forwarded_headers``).
     Raises ValueError naming the directory or file and the fix."""
     if directory is None:
         return None
+    strict = info.data.get("environment") != "development"  # a StrEnum
     if strict:
         _check_owner(directory)
         mode = directory.stat().st_mode
@@ -67,7 +70,7 @@ def check_owner_only(directory: Path | None, names: set[str], *, strict: bool) -
                 f"only: chmod go-w {directory}"
             )
     for path in sorted(directory.iterdir()):
-        if path.name.lower() not in names or not path.is_file():
+        if not path.name.lower().startswith("petstore_") or not path.is_file():
             continue
         mode = path.stat().st_mode
         if mode & 0o022:
