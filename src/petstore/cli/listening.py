@@ -1,14 +1,59 @@
-"""How ``petstore serve`` listens: whether its settings may be exposed beyond this
-machine (:func:`check_exposure`)."""
+"""How ``petstore serve`` listens: which HTTP versions, with what limits
+(:func:`http_options`), and whether its settings may be exposed beyond this machine
+(:func:`check_exposure`)."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import Any
 
 import click
 
 from petstore.server.config import DEFAULT_CURSOR_SECRET, Environment, Settings
+
+#: D17 on HTTP/2: the largest header list a request may send, in bytes as HTTP/2
+#: counts them (RFC 9113, section 6.5.2: each field's name and value plus 32); a
+#: larger one is answered 431, a far larger one ends the connection. Far more than
+#: any client of this API sends, and small enough that a connection's streams
+#: (:data:`HTTP2_MAX_STREAMS`) hold at most 6.4 MiB of headers between them.
+HTTP2_MAX_HEADERS_BYTES = 64 * 1024
+#: Streams one HTTP/2 connection may have open at once (RFC 9113, section 6.5.2,
+#: recommends no fewer than 100).
+HTTP2_MAX_STREAMS = 100
+
+
+def http_options(settings: Settings) -> dict[str, Any]:
+    """granian's arguments for the HTTP versions ``settings`` serve: HTTP/1.1 only,
+    with D17's header timeout (``header_timeout_seconds``, also the idle keep-alive
+    time); with ``http2``, also HTTP/2 with prior knowledge (cleartext, RFC 9113,
+    section 3.3), its header list bounded by :data:`HTTP2_MAX_HEADERS_BYTES` and its
+    streams by :data:`HTTP2_MAX_STREAMS`.
+
+    granian has no header or idle timeout for HTTP/2. The server's PINGs stand in
+    for the first: one every half header timeout on a quiet connection, and the
+    connection closed when it is not answered within the other half. A client in
+    the middle of a header block cannot answer (RFC 9113, section 6.10: nothing but
+    CONTINUATION may come between), so an unfinished head is cut within about the
+    header timeout; an idle connection whose client answers PINGs stays open
+    (docs/operations/run.md).
+    """
+    from granian.constants import HTTPModes
+    from granian.http import HTTP1Settings, HTTP2Settings
+
+    timeout = settings.header_timeout_seconds
+    options: dict[str, Any] = {
+        "http": HTTPModes.auto if settings.http2 else HTTPModes.http1,
+        "http1_settings": HTTP1Settings(header_read_timeout=timeout * 1000),
+    }
+    if settings.http2:
+        options["http2_settings"] = HTTP2Settings(
+            max_headers_size=HTTP2_MAX_HEADERS_BYTES,
+            max_concurrent_streams=HTTP2_MAX_STREAMS,
+            keep_alive_interval=min(timeout * 500, 60_000),  # milliseconds, granian's most
+            keep_alive_timeout=max(timeout // 2, 1),  # whole seconds, at least 1
+        )
+    return options
 
 
 def beyond_loopback(host: str) -> bool:

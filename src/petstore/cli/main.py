@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from petstore.cli.keys import keys_group
-from petstore.cli.listening import check_exposure
+from petstore.cli.listening import check_exposure, http_options
 from petstore.cli.pets import pets_group
 from petstore.cli.store import settings_or_usage_error, with_store
 from petstore.server import shutdown
@@ -159,7 +159,6 @@ def serve(
     """
     from granian import Granian
     from granian.constants import Interfaces
-    from granian.http import HTTP1Settings
 
     settings = settings_or_usage_error(
         host=host, port=port, workers=workers, migrate_on_start=migrate
@@ -197,9 +196,7 @@ def serve(
             workers=settings.workers,
             workers_kill_timeout=shutdown.workers_kill_timeout(settings),
             log_access=False,
-            http1_settings=HTTP1Settings(
-                header_read_timeout=settings.header_timeout_seconds * 1000
-            ),
+            **http_options(settings),
         )
         server.on_startup(drain.install)
         try:

@@ -131,6 +131,8 @@ class Settings(BaseSettings):
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
+    #: Serve HTTP/2 (cleartext, prior knowledge) beside HTTP/1.1 (cli/listening.py).
+    http2: bool = False
     #: D25: seconds within which every request is answered (503 when the work is not done).
     request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     log_level: str = "INFO"
