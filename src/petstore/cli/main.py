@@ -226,7 +226,8 @@ def openapi() -> None:
     """Print the served OpenAPI document (JSON)."""
     from petstore.server.http.docs import openapi_document
 
-    click.echo(json.dumps(openapi_document(settings_or_usage_error()), indent=2))
+    document = openapi_document(settings_or_usage_error())
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False))  # as served: UTF-8
 
 
 main.add_command(keys_group)

@@ -43,10 +43,10 @@ def check_rate_limit(notation: str) -> str:
     least one unit, as ``PETSTORE_RATE_LIMIT`` and a key's own limit (D22) take it:
     ``600/minute``, ``100 per minute``, ``10/2 minutes``; the units second, minute,
     hour, day, month, year (singular or plural, any case, also ``s``, ``sec``,
-    ``min``, ``h``, ``hr``). Returns it written one way, the ``limits`` library's notation:
-    ``100/minute``, ``10/2 minutes``. Raises ValueError naming what is wrong: the
-    form, a count or window of 0, or more than one limit (``5/minute;6/second``,
-    which the library would read as its first part only)."""
+    ``min``, ``h``, ``hr``). Returns it written one way, in the ``limits`` library's
+    notation: ``100/minute``, ``10/2 minutes``. Raises ValueError naming what is
+    wrong: the form, a count or window of 0, or more than one limit
+    (``5/minute;6/second``, which the library would read as its first part only)."""
     from limits import parse
 
     if _SEPARATORS.search(notation):

@@ -86,8 +86,8 @@ class Service:
         3. with a tracer, open its server span (D23, :meth:`_answer_traced`);
         4. within the request timeout (D25), answer 400 for a malformed request
            (``Request.malformed``), 404 or 405 for a path or method without a
-           handler, or run the handler; answer whatever error it raised
-           with its Error body (D10) (:meth:`_answer`);
+           handler, or run the handler; answer whatever error it raised with its
+           Error body (D10) (:meth:`_answer`);
         5. however it ended, count it in the metrics and write its access line
            (:meth:`_account`).
         """
@@ -141,9 +141,8 @@ class Service:
     async def _answer(self, request: Request, route: Route | None, response: Response) -> None:
         """Run the handler of ``request``'s ``route`` and method (400 for a malformed
         request, 404 without a route, 405 without the method); answer whatever error it
-        raised, and 503 when the request
-        timeout (D25) cut it short: 400 instead while the request body is still
-        arriving (then the client is the slow one, D17).
+        raised, and 503 when the request timeout (D25) cut it short: 400 instead while
+        the request body is still arriving (then the client is the slow one, D17).
 
         One coroutine for both, not one inside the other: a coroutine a request fewer
         (docs/performance.md)."""
