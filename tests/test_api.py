@@ -204,7 +204,12 @@ def test_create_with_an_unknown_status_is_400_naming_status(
         pytest.param("\U0001f436" * 100, id="100-emoji-astral"),
         pytest.param("名" * 100, id="100-cjk"),
         pytest.param("\U0001f468\u200d\U0001f469\u200d\U0001f467", id="zwj-family-emoji"),
-        pytest.param("\u200bRex\u200b", id="visible-between-zero-width"),
+        pytest.param("\u2764\ufe0f", id="emoji-presentation-selector"),
+        pytest.param(
+            "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f", id="tag-flag"
+        ),
+        pytest.param("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", id="persian-zwnj"),
+        pytest.param("\u05e9\u05dc\u05d5\u05dd Rex", id="right-to-left-script"),
         pytest.param("  Rex  ", id="surrounding-spaces-kept"),
         pytest.param("REX rex ReX", id="case-kept"),
         pytest.param("e\u0301", id="decomposed-not-normalized"),
@@ -252,6 +257,19 @@ def test_valid_name_is_stored_and_returned_exactly_as_sent(
         pytest.param("\u2060\ufeff", id="word-joiner-and-bom"),
         pytest.param(" \u200b\u00a0", id="spaces-and-zero-width"),
         pytest.param("\u00ad", id="soft-hyphen-alone"),
+        # Issue 53 (N6): these were 201.
+        pytest.param("\u3164", id="hangul-filler"),
+        pytest.param("\u2800", id="braille-blank"),
+        pytest.param("\ufe0f", id="variation-selector-alone"),
+        pytest.param("\u0301", id="lone-combining-mark"),
+        pytest.param("Rex\u202egnp.exe", id="right-to-left-override-inside"),
+        pytest.param("Rex\u2067Max\u2069", id="bidi-isolate-inside"),
+        pytest.param("Rex\u200fMax", id="right-to-left-mark-inside"),
+        pytest.param("\u200bRex\u200b", id="visible-between-zero-width"),
+        pytest.param("Re\u00adx", id="soft-hyphen-inside"),
+        pytest.param("Rex\u3164", id="hangul-filler-inside"),
+        pytest.param("Rex\u2028Max", id="line-separator-inside"),
+        pytest.param("Rex\U000e0001", id="language-tag"),
     ],
 )
 def test_invalid_name_is_400_naming_name(
@@ -561,6 +579,38 @@ def test_limit_that_is_not_an_integer_from_1_to_100_is_400_naming_limit(
         client.get(f"/v1/pets?limit={limit}", headers=auth), 400, "invalid_request"
     )
     assert "limit" in message
+
+
+def test_the_last_of_a_repeated_query_parameter_wins(
+    client: TestClient, auth: dict[str, str], database_url: str
+) -> None:
+    """D8: ``?limit=1&limit=3`` is ``limit=3``; ``status`` alike."""
+    insert_pets_directly(database_url, 5)
+    response = client.get("/v1/pets?limit=1&limit=3", headers=auth)
+    assert [p["id"] for p in response.json()] == [1, 2, 3]
+    response = client.get("/v1/pets?limit=abc&limit=2", headers=auth)
+    assert [p["id"] for p in response.json()] == [1, 2]
+    assert assert_error(
+        client.get("/v1/pets?limit=2&limit=0", headers=auth), 400, "invalid_request"
+    )
+    response = client.get("/v1/pets?status=sold&status=available", headers=auth)
+    assert len(response.json()) == 5
+    assert client.get("/v1/pets?status=available&status=sold", headers=auth).json() == []
+
+
+def test_a_repeated_content_type_or_idempotency_key_is_400_naming_it(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    json = ("Content-Type", "application/json")
+    for name, twice in (
+        ("Content-Type", [json, ("Content-Type", "text/plain")]),
+        ("Idempotency-Key", [json, ("Idempotency-Key", "k1"), ("Idempotency-Key", "k2")]),
+    ):
+        response = client.post(
+            "/v1/pets", content=b'{"name":"Rex","categoryId":1}', headers=[*auth.items(), *twice]
+        )
+        assert assert_error(response, 400, "invalid_request").startswith(f"{name}: ")
+    assert listed(client, auth) == []
 
 
 def test_limit_above_100_is_400(client: TestClient, auth: dict[str, str]) -> None:

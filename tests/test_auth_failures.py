@@ -14,7 +14,7 @@ from petstore.server import errors
 from petstore.server.app import create_app
 from petstore.server.config import Settings, SettingsError, load_settings
 from petstore.server.http.pipeline import Service
-from petstore.server.rules.auth_failures import FailedAuthentications
+from petstore.server.rules.auth_failures import FailedAuthentications, counted_as
 from tests.conformance import Conformance
 
 
@@ -151,10 +151,67 @@ def test_behind_a_trusted_proxy_each_forwarded_address_has_its_own_count(
     for _ in range(2):
         assert client.get("/v1/pets", headers={**random_key(), **flooder}).status_code == 401
     assert client.get("/v1/pets", headers={**random_key(), **flooder}).status_code == 429
-    other = {"X-Forwarded-For": "198.51.100.9, 10.0.0.1"}
+    other = {"X-Forwarded-For": "203.0.113.7, 198.51.100.9"}  # a proxy appended the last
     assert client.get("/v1/pets", headers={**auth, **other}).status_code == 200
     assert client.get("/v1/pets", headers={**random_key(), **other}).status_code == 401
     assert lookups.count == 4
+
+
+def test_made_up_forwarded_addresses_before_the_proxys_own_count_as_the_proxys(
+    serve: Callable[..., tuple[TestClient, Lookups]],
+) -> None:
+    """Issue 53 (N4): 40 made-up keys, each with another X-Forwarded-For written by
+    the client, were 40 x 401. The client is the address the nearest proxy added,
+    here appended after the client's; the limit (30) holds."""
+    client, lookups = serve(trust_forwarded_headers=True)
+    statuses = [
+        client.get(
+            "/v1/pets",
+            headers={**random_key(), "X-Forwarded-For": f"10.0.{n // 250}.{n % 250}, 192.0.2.1"},
+        ).status_code
+        for n in range(40)
+    ]
+    assert statuses == [401] * 30 + [429] * 10
+    assert lookups.count == 30
+
+
+def test_a_forwarded_value_that_is_not_an_address_is_ignored(
+    serve: Callable[..., tuple[TestClient, Lookups]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 53 (N4): ``203.0.113.7 api_key_id=2`` was counted (and logged) as an
+    address. Now the client is the connection's peer, and the value is logged as
+    ignored, escaped."""
+    client, _ = serve(auth_failure_limit="2/minute", trust_forwarded_headers=True)
+    statuses = []
+    for forged in ("203.0.113.7 api_key_id=2", "203.0.113.8:4711", "fe80::1%eth0", "x"):
+        with caplog.at_level("WARNING", logger="petstore.http"):
+            headers = {**random_key(), "X-Forwarded-For": forged}
+            statuses.append(client.get("/v1/pets", headers=headers).status_code)
+    # All four counted for one client, the peer: the limit of 2 was reached.
+    assert statuses == [401, 401, 429, 429]
+    assert [r.getMessage() for r in caplog.records if r.name == "petstore.http"] == [
+        "X-Forwarded-For ignored: its last element is not an IP address: "
+        "203.0.113.7\\x20api_key_id=2",
+        "X-Forwarded-For ignored: its last element is not an IP address: 203.0.113.8:4711",
+        "X-Forwarded-For ignored: its last element is not an IP address: fe80::1%eth0",
+        "X-Forwarded-For ignored: its last element is not an IP address: x",
+    ]
+
+
+def test_an_ipv6_client_is_counted_by_its_64_block(
+    serve: Callable[..., tuple[TestClient, Lookups]], auth: dict[str, str]
+) -> None:
+    """Issue 53 (N4): each IPv6 address had its own count, and a host holds a /64."""
+    client, _ = serve(auth_failure_limit="2/minute", trust_forwarded_headers=True)
+    for n in (1, 2, 0xFFFF):
+        walked = {**random_key(), "X-Forwarded-For": f"2001:db8:0:7::{n:x}"}
+        expected = 401 if n < 3 else 429
+        assert client.get("/v1/pets", headers=walked).status_code == expected
+    neighbour = {**random_key(), "X-Forwarded-For": "2001:db8:0:8::1"}
+    assert client.get("/v1/pets", headers=neighbour).status_code == 401
+    for forwarded, expected in (("192.0.2.5", 401), ("::ffff:192.0.2.5", 401), ("192.0.2.5", 429)):
+        headers = {**random_key(), "X-Forwarded-For": forwarded}
+        assert client.get("/v1/pets", headers=headers).status_code == expected, forwarded
 
 
 def test_without_trust_a_forwarded_address_does_not_escape_the_count(
@@ -179,7 +236,7 @@ def test_the_failure_limit_setting_takes_the_rate_limit_notation(
 ) -> None:
     assert load_settings().auth_failure_limit == "30/minute"
     monkeypatch.setenv("PETSTORE_AUTH_FAILURE_LIMIT", "100 per hour")
-    assert load_settings().auth_failure_limit == "100 per hour"
+    assert load_settings().auth_failure_limit == "100/hour"  # written one way
     monkeypatch.setenv("PETSTORE_AUTH_FAILURE_LIMIT", "lots")
     with pytest.raises(SettingsError, match=r"PETSTORE_AUTH_FAILURE_LIMIT: .*600/minute"):
         load_settings()
@@ -203,3 +260,14 @@ def test_failures_are_counted_in_fixed_windows_of_the_clock() -> None:
     assert raised.value.headers == {"Retry-After": "1"}
     clock.now = 120.0
     failures.check("a")
+
+
+def test_ipv6_failures_count_for_their_64_and_ipv4_per_address() -> None:
+    assert counted_as("2001:db8:0:7:aaaa:bbbb:cccc:dddd") == "2001:db8:0:7::/64"
+    assert counted_as("192.0.2.1") == "192.0.2.1"
+    assert counted_as("-") == "-"
+    failures = FailedAuthentications(limit=1, window=60.0, clock=Monotonic(0.0))
+    failures.failed("2001:db8::1")
+    with pytest.raises(errors.RateLimited):
+        failures.check("2001:db8::ffff:1")
+    failures.check("2001:db8:0:1::1")

@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from petstore import __version__
+from petstore.cli.listening import check_exposure
 from petstore.cli.main import main
 from petstore.server.app import create_app
-from petstore.server.config import load_settings
+from petstore.server.config import Environment, Settings, load_settings
 from petstore.server.store import migrate
 from tests import examples
 
@@ -435,6 +437,46 @@ def test_serve_refuses_an_unsafe_cursor_secret_before_starting(
     assert not path.parent.exists()
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])  # noqa: S104
+def test_serve_refuses_development_beyond_loopback_without_an_environment(
+    tmp_path: Path, host: str
+) -> None:
+    """Issue 53 (N10): ``serve --host 0.0.0.0`` with nothing set served the public
+    cursor secret, printed a key with every scope and left /metrics open."""
+    url, path = fresh_database(tmp_path)
+    runner = CliRunner(env={"PETSTORE_DATABASE_URL": url, "PETSTORE_HOST": host})
+    result = runner.invoke(main, ["serve"])
+    assert result.exit_code == 2, result.output
+    assert f"refusing to serve development settings on {host}:8000" in result.stderr
+    for exposure in ("public development one", 'key named "dev"', "/metrics answers anyone"):
+        assert exposure in result.stderr
+    assert "PETSTORE_ENVIRONMENT=development to serve them there on purpose" in result.stderr
+    assert not KEY_RE.search(result.output)
+    assert not path.parent.exists()
+
+
+def test_development_chosen_beyond_loopback_is_served_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    chosen = Settings(host="0.0.0.0", environment=Environment.DEVELOPMENT)  # noqa: S104
+    check_exposure(chosen, dev_key=False)
+    warning = capsys.readouterr().err
+    assert warning.startswith("WARNING: development settings served on 0.0.0.0:8000")
+    assert "the cursor secret is the public development one" in warning
+    assert "/metrics answers anyone" in warning
+    assert 'key named "dev"' not in warning
+    safe = Settings(
+        host="0.0.0.0",  # noqa: S104
+        environment=Environment.DEVELOPMENT,
+        cursor_secret=SecretStr("a-private-cursor-secret-of-36-chars!"),
+        metrics_enabled=False,
+    )
+    check_exposure(safe, dev_key=False)
+    check_exposure(Settings(host="127.0.0.1"), dev_key=True)
+    check_exposure(Settings(host="localhost"), dev_key=True)
+    assert capsys.readouterr().err == ""
+
+
 #: Invalid values, each with the variable the message must name.
 INVALID_SETTINGS = [
     pytest.param("PETSTORE_PORT", "abc", id="port-abc"),
@@ -583,6 +625,12 @@ def test_keys_create_with_a_rate_limit_lists_it(runner: CliRunner) -> None:
         (["--scope", "pets:delete"], "pets:delete"),
         (["--rate-limit", "lots"], "a rate limit looks like 600/minute"),
         (["--rate-limit", "0/minute"], "at least 1"),
+        # Issue 53 (N8): these were stored, enforced as something else, and listed as typed.
+        (["--rate-limit", "10/0 minute"], "window is at least 1 minute, not '10/0 minute'"),
+        (["--rate-limit", "10 per 0 seconds"], "window is at least 1 second"),
+        (["--rate-limit", "5/minute;6/second"], "one rate limit only"),
+        (["--rate-limit", "5/minute, 6/second"], "one rate limit only"),
+        (["--rate-limit", "600/minute please"], "a rate limit looks like 600/minute"),
     ],
 )
 def test_keys_create_refuses_unknown_scopes_and_bad_rate_limits(

@@ -185,7 +185,13 @@ def test_a_past_expiry_names_the_option(keys_runner: CliRunner) -> None:
 
 @pytest.mark.parametrize(
     ("given", "listed"),
-    [("10/sec", "10/second"), ("100 per minute", "100 per minute"), ("5/hr", "5/hour")],
+    [
+        ("10/sec", "10/second"),
+        ("100 per minute", "100/minute"),
+        ("5/hr", "5/hour"),
+        (" 20 per 2 Minutes ", "20/2 minutes"),
+        ("007/1 s", "7/second"),
+    ],
 )
 def test_rate_limit_takes_short_and_long_units(
     keys_runner: CliRunner, given: str, listed: str

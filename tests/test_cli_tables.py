@@ -128,3 +128,24 @@ def test_a_fitted_table_cuts_by_display_width() -> None:
     (_, line) = table(rows, fit=15, shrink=(1,))
     assert width(line) <= 15
     assert line == "1   小白小白小…"
+
+
+def test_keys_list_shows_control_characters_of_a_name_escaped(tmp_path: Path) -> None:
+    """Issue 53 (N5): an ESC sequence in a key's name reached the terminal, and a
+    line break split its row."""
+    runner = CliRunner(env={"PETSTORE_DATABASE_URL": f"sqlite:///{tmp_path / 'keys.db'}"})
+    made = runner.invoke(main, ["keys", "create", "--name", "evil\x1b[31mred\nline2"])
+    assert made.exit_code == 0, made.output
+    assert "(evil\\x1b[31mred\\nline2, prefix" in made.stderr
+    listed = runner.invoke(main, ["keys", "list"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[1].split()[1] == "evil\\x1b[31mred\\nline2"
+    assert "\x1b" not in listed.output
+
+
+def test_a_table_escapes_controls_and_bidi_controls_and_keeps_emoji_joiners() -> None:
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    rows = [("ID", "NAME"), ("1", "Rex\u202egnp.exe"), ("2", f"{family}\t\x85\u2066")]
+    assert table(rows) == ["ID  NAME", "1   Rex\\u202egnp.exe", f"2   {family}\\t\\x85\\u2066"]

@@ -3,7 +3,10 @@ database URL rules of ``petstore.server.store.migrate``."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -142,6 +145,9 @@ INVALID = [
     pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "300.5", id="request-timeout-over-5min"),
     pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "nan", id="request-timeout-nan"),
     pytest.param("PETSTORE_REQUEST_TIMEOUT_SECONDS", "soon", id="request-timeout-word"),
+    pytest.param("PETSTORE_RATE_LIMIT", "5/minute;6/second", id="rate-limit-two"),
+    pytest.param("PETSTORE_RATE_LIMIT", "10/0 minute", id="rate-limit-window-0"),
+    pytest.param("PETSTORE_AUTH_FAILURE_LIMIT", "30 per 0 minutes", id="failure-limit-window-0"),
 ]
 
 
@@ -450,6 +456,108 @@ def test_a_secret_file_behind_a_symbolic_link_is_judged_by_its_target(
     target.chmod(0o646)
     with pytest.raises(SettingsError, match="writable by its group or others"):
         load_settings()
+
+
+#: A uid no one on the machine runs as.
+STRANGER = 54321
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+
+
+def planted(secrets: Path) -> None:
+    """What another user who can write ``secrets`` adds (issue 53, N3): settings the
+    operator never wrote, readable by the service."""
+    for name, value in (
+        ("petstore_cursor_secret", PRIVATE_SECRET),
+        ("petstore_trust_forwarded_headers", "true"),
+        ("petstore_auth_failure_limit", "off"),
+    ):
+        (secrets / name).write_text(value)
+        (secrets / name).chmod(0o644)
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770, 0o755 | 0o002])
+def test_outside_development_a_secrets_dir_others_may_write_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, environment: str, mode: int
+) -> None:
+    """Issue 53 (N3): a directory of mode 777 was accepted with what others planted."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    planted(secrets)
+    secrets.chmod(mode)
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(secrets))
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    with pytest.raises(SettingsError, match="PETSTORE_SECRETS_DIR: ") as raised:
+        load_settings()
+    assert f"{secrets} is writable by its group or others (mode {mode:o})" in str(raised.value)
+    assert f"chmod go-w {secrets}" in str(raised.value)
+    secrets.chmod(0o700)
+    assert load_settings().trust_forwarded_headers is True  # the files themselves are fine
+
+
+def test_in_development_only_the_setting_files_modes_are_judged(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A laptop's folder of settings is its user's business; its files still may not
+    be writable by others."""
+    planted(tmp_path)
+    tmp_path.chmod(0o777)
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    assert load_settings().auth_failure_limit is None
+
+
+@as_root
+@pytest.mark.parametrize("environment", ["staging", "production"])
+def test_outside_development_a_setting_file_of_another_user_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, environment: str
+) -> None:
+    """Issue 53 (N3): a file owned by another user (mode 0644) was accepted."""
+    planted(tmp_path)
+    stranger = tmp_path / "petstore_trust_forwarded_headers"
+    os.chown(stranger, STRANGER, STRANGER)
+    monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    with pytest.raises(SettingsError, match="PETSTORE_SECRETS_DIR: ") as raised:
+        load_settings()
+    assert f"{stranger} is owned by uid {STRANGER}, not by the service's user (uid 0" in str(
+        raised.value
+    )
+    assert f"chown 0 {stranger}" in str(raised.value)
+    os.chown(stranger, 0, 0)
+    assert load_settings().trust_forwarded_headers is True
+    os.chown(tmp_path, STRANGER, STRANGER)  # whoever owns the folder can chmod it
+    with pytest.raises(SettingsError, match=f"{tmp_path} is owned by uid {STRANGER}"):
+        load_settings()
+
+
+@as_root
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_secrets_dir_mounted_read_only_may_have_any_mode(tmp_path: Path) -> None:
+    """As Kubernetes mounts a Secret (a read-only tmpfs, mode 1777): no one can write
+    it, whatever its mode says."""
+    mounted = tmp_path / "secrets"
+    mounted.mkdir()
+    script = (
+        f"mount -t tmpfs -o size=1m tmpfs {mounted} && "
+        f"printf %s {PRIVATE_SECRET} > {mounted}/petstore_cursor_secret && "
+        f"chmod 1777 {mounted} && mount -o remount,ro {mounted} && "
+        f'{sys.executable} -c "from petstore.server.config import load_settings; '
+        f'print(load_settings().cursor_secret.get_secret_value())"'
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")},
+        "PETSTORE_SECRETS_DIR": str(mounted),
+        "PETSTORE_ENVIRONMENT": "production",
+    }
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, PRIVATE_SECRET), done.stderr
 
 
 def test_files_of_the_secrets_dir_that_are_no_setting_are_left_alone(

@@ -1,12 +1,15 @@
 """deploy/haproxy.cfg in front of a real ``petstore serve``, on loopback: the public
 side reaches the API and the health checks, and never ``/metrics``, however its path
-is spelled (the server percent-decodes before it routes)."""
+is spelled (the server percent-decodes before it routes); what HAProxy answers
+itself carries the Error body (D10), and the public ``/readyz`` only its status."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,3 +153,101 @@ def test_the_api_and_health_checks_are_reachable_through_haproxy(
 ) -> None:
     _, port = balanced
     assert raw_get(port, target)[0] == status
+
+
+def exchange(port: int, request: bytes, *, timeout: float = 30) -> tuple[int, bytes, bytes, float]:
+    """Send ``request`` byte for byte to 127.0.0.1:``port`` and read until the answer
+    is whole (its Content-Length) or the connection ends: its status, head, body and
+    the seconds it took."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        started = time.monotonic()
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = [
+                line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")
+            ]
+            if length and len(body) >= int(length[0].split(b":")[1]):
+                break
+        took = time.monotonic() - started
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), head, body, took
+
+
+def error_body(head: bytes, body: bytes, status: int, code: str) -> str:
+    """The Error body's message, once head and body are the JSON Error of ``status``
+    and ``code`` (D10)."""
+    assert b"\r\ncontent-type: application/json" in head.lower(), head
+    error = json.loads(body)
+    assert (error["status"], error["code"]) == (status, code), error
+    return str(error["message"])
+
+
+def test_an_oversized_content_length_is_413_at_once(balanced: tuple[LiveServer, int]) -> None:
+    """Issue 53 (N7): a Content-Length over 1 MiB with no body waited 10 s for it,
+    then answered 408."""
+    _, port = balanced
+    head = b"POST /v1/pets HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+    status, answer_head, body, took = exchange(port, head + b"Content-Length: 2000000\r\n\r\n")
+    assert status == 413
+    error_body(answer_head, body, 413, "payload_too_large")
+    assert took < 1
+
+
+def test_a_body_too_slow_is_400_with_the_error_body(balanced: tuple[LiveServer, int]) -> None:
+    """Issue 53 (N7): HAProxy's answer said ``"code":"invalid_request","status":408``;
+    the instances answer a body too slow 400 (D17), and so does HAProxy now."""
+    _, port = balanced
+    request = (
+        b"POST /v1/pets HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 40\r\n\r\n{"name"'
+    )
+    status, head, body, took = exchange(port, request)
+    assert status == 400
+    assert "did not arrive within 10 s" in error_body(head, body, 400, "invalid_request")
+    assert 9.5 < took < 12
+
+
+@pytest.mark.parametrize("target", ["/readyz", "/%72eadyz", "/readyz?verbose=1"])
+def test_the_public_readyz_says_only_the_status(
+    balanced: tuple[LiveServer, int], target: str
+) -> None:
+    """Issue 53 (N11): the public /readyz told anyone whether the rate limits fail
+    open. The instance's own port still says it."""
+    server, port = balanced
+    status, head, body, _ = exchange(
+        port, f"GET {target} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".encode()
+    )
+    assert (status, json.loads(body)) == (200, {"status": "ready"})
+    assert b"\r\ncontent-type: application/json" in head.lower()
+    assert json.loads(raw_get(server.port, "/readyz")[1]) == {"status": "ready", "rateLimits": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("request_head", "status"),
+    [
+        (b"GET /v1/pets HTTP/1.1\r\nHost: a\r\nHost: b\r\n", 400),
+        (b"GET /v1 pets HTTP/1.1\r\nHost: a\r\n", 400),
+        (b"POST /v1/pets HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n", 422),
+    ],
+)
+def test_what_haproxys_http_parser_refuses_never_reaches_an_instance(
+    balanced: tuple[LiveServer, int], request_head: bytes, status: int
+) -> None:
+    """HAProxy 2.6 answers these from its HTTP/1 parser, with its own HTML body that
+    no errorfile or http-error changes (docs/operations/troubleshoot.md): the status
+    is pinned here, and that no instance saw the request."""
+    server, port = balanced
+    before = served(server)
+    got, _, _, _ = exchange(port, request_head + b"Connection: close\r\n\r\n0\r\n\r\n")
+    assert got == status
+    time.sleep(0.3)  # an access line would be written within 0.1 s
+    assert served(server) == before
+
+
+def served(server: LiveServer) -> int:
+    """How many requests other than HAProxy's checks ``server`` has logged."""
+    lines = server.output().splitlines()
+    return sum(1 for line in lines if "petstore.access" in line and "/readyz" not in line)

@@ -78,6 +78,8 @@ class Container:
             "--read-only",
             f"--volume={self.name}:/var/lib/petstore",
             f"--env=PETSTORE_PORT={self.port}",
+            # The image listens on 0.0.0.0, where development must be chosen.
+            "--env=PETSTORE_ENVIRONMENT=development",
             f"--env=PETSTORE_SHUTDOWN_DRAIN_SECONDS={DRAIN_SECONDS}",
             "--env=PETSTORE_SHUTDOWN_TIMEOUT_SECONDS=10",
             "--stop-timeout=15",

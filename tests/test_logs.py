@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.telemetry import logs, logstream
+from petstore.server.telemetry.escapes import escape_field
 from petstore.server.telemetry.logstream import BufferedStderr
 
 #: A JSON access line's fields, in their order, when every one has a value.
@@ -297,8 +298,8 @@ FORGING_PATH = (
     " 1.0ms\x1b[31m\r\x7f\x85\u2028"
 )
 ESCAPED_PATH = (
-    "/nowhere\\n2026-01-01 00:00:00,000 INFO petstore.access request_id=x GET /v1/pets 200"
-    " 1.0ms\\x1b[31m\\r\\x7f\\x85\\u2028"
+    "/nowhere\\n2026-01-01\\x2000:00:00,000\\x20INFO\\x20petstore.access\\x20request_id=x"
+    "\\x20GET\\x20/v1/pets\\x20200\\x201.0ms\\x1b[31m\\r\\x7f\\x85\\u2028"
 )
 
 
@@ -327,18 +328,19 @@ def test_a_text_access_line_escapes_the_control_characters_of_the_path(
     assert "\x1b" not in line
 
 
-def test_a_forwarded_client_address_is_escaped_where_it_is_read(
+def test_a_forwarded_value_that_is_not_an_address_is_logged_escaped_and_ignored(
     database_url: str, configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """Behind a trusted proxy the client's address comes from X-Forwarded-For: its
-    control characters are escaped before it reaches any log line."""
+    """Behind a trusted proxy the client's address comes from X-Forwarded-For when it
+    is one: anything else is written, escaped, in a warning, never as the client."""
     configure(False)
     app = create_app(Settings(database_url=database_url, trust_forwarded_headers=True))
     with TestClient(app) as client:
-        client.get("/healthz", headers={"X-Forwarded-For": "10.0.0.1\x1b[2J, 10.0.0.2"})
-    (line,) = [line for line in written(capfd) if "GET /healthz" in line]
-    assert line.endswith("client=10.0.0.1\\x1b[2J:0"), line
-    assert "\x1b" not in line
+        client.get("/healthz", headers={"X-Forwarded-For": "10.0.0.1\x1b[2J client=1"})
+    (warning, line) = [line for line in written(capfd) if "/healthz" in line or "WARN" in line]
+    assert warning.endswith("not an IP address: 10.0.0.1\\x1b[2J\\x20client=1"), warning
+    assert line.endswith("client=testclient:50000"), line
+    assert "\x1b" not in warning + line
 
 
 def test_a_json_access_line_escapes_the_control_characters_of_the_path(
@@ -369,4 +371,30 @@ def test_a_percent_encoded_line_break_in_a_path_is_one_text_line(
     assert response.json()["code"] == "not_found"
     lines = [line for line in written(capfd) if "petstore.access" in line]
     assert len(lines) == 1, lines
-    assert "GET /nowhere\\nGET /v1/pets 200\\x1b[31m 404 " in lines[0]
+    assert "GET /nowhere\\nGET\\x20/v1/pets\\x20200\\x1b[31m 404 " in lines[0]
+
+
+def test_a_path_cannot_forge_the_fields_of_its_text_line(
+    configure: Callable[[bool], None], capfd: pytest.CaptureFixture[str], client: Any
+) -> None:
+    """Issue 53: a path whose spaces ended the message wrote a made-up status,
+    ``api_key_id`` and ``client`` into its own line."""
+    configure(False)
+    response = client.get("/v1/x%20404%200.2ms%20api_key_id=1%20client=10.0.0.1:1")
+    assert response.status_code == 404
+    (line,) = [line for line in written(capfd) if "petstore.access" in line]
+    assert " api_key_id=" not in line
+    assert " client=10.0.0.1:1" not in line
+    assert re.search(
+        r" GET /v1/x\\x20404\\x200\.2ms\\x20api_key_id=1\\x20client=10\.0\.0\.1:1 404 "
+        r"[0-9.]+ms client=testclient:50000$",
+        line,
+    ), line
+
+
+def test_a_field_escape_reads_back_one_way() -> None:
+    """A backslash is escaped too, so a path that spells an escape is not taken for
+    the character it names; bidi controls and other Unicode white space are escaped."""
+    assert escape_field("/a\\x20b c") == "/a\\\\x20b\\x20c"
+    assert escape_field("/\u202egnp.exe\u3000\xa0") == "/\\u202egnp.exe\\u3000\\xa0"
+    assert escape_field("/v1/pets/é😀") == "/v1/pets/é😀"

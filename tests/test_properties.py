@@ -63,12 +63,42 @@ def settings(database_url: str) -> Settings:
 #: D2 white space: what str.isspace() calls white space, plus U+FEFF.
 WHITE_SPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()) + "\ufeff"
 CONTROL = "".join(c for c in map(chr, range(0x100)) if unicodedata.category(c) == "Cc")
-#: D2: a name made only of these (white space, Unicode Z*, Cc, Cf) is not a name.
-INVISIBLE_CATEGORIES = {"Zs", "Zl", "Zp", "Cc", "Cf"}
+#: D2: a name made only of these (white space, Unicode Z*, Cc, Cf, M*) is not a name.
+INVISIBLE_CATEGORIES = {"Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Mc", "Me"}
+#: Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as ranges.
+DEFAULT_IGNORABLE = [
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+]  # fmt: skip
+#: D2: the default-ignorable characters a name may hold: joiners, variation
+#: selectors (Mongolian ones included) and the tags of emoji flags.
+KEPT_IGNORABLE = [
+    (0x200C, 0x200D), (0xFE00, 0xFE0F), (0x180B, 0x180D), (0x180F, 0x180F),
+    (0xE0100, 0xE01EF), (0xE0020, 0xE007F),
+]  # fmt: skip
+#: D2: Unicode's Bidi_Control.
+BIDI_CONTROL = [(0x061C, 0x061C), (0x200E, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069)]
+#: D2: the line and paragraph separators and the blank symbols.
+BLANK = [(0x2028, 0x2029), (0x2800, 0x2800), (0x1D159, 0x1D159)]
+
+
+def within(character: str, ranges: list[tuple[int, int]]) -> bool:
+    return any(low <= ord(character) <= high for low, high in ranges)
 
 
 def is_invisible(character: str) -> bool:
     return character in WHITE_SPACE or unicodedata.category(character) in INVISIBLE_CATEGORIES
+
+
+def is_refused_anywhere(character: str) -> bool:
+    """D2: a control, a bidi control, a blank or a default-ignorable character that
+    is not a joiner or selector."""
+    if unicodedata.category(character) == "Cc" or within(character, BIDI_CONTROL + BLANK):
+        return True
+    return within(character, DEFAULT_IGNORABLE) and not within(character, KEPT_IGNORABLE)
 
 
 def is_category_id(value: object) -> bool:
@@ -93,7 +123,7 @@ def is_valid_new_pet(value: object) -> bool:
         return False
     if all(is_invisible(c) for c in name):
         return False
-    if any(unicodedata.category(c) == "Cc" for c in name):
+    if any(is_refused_anywhere(c) for c in name):
         return False
     if not is_category_id(category_id):
         return False
@@ -178,6 +208,9 @@ names = st.one_of(
         lambda junk: st.text(min_size=1, max_size=4).map(lambda t: junk + t)
     ),
     st.sampled_from(["Rex", " Rex ", "\ufeff", "\u00a0", "\u200b", "😀" * 100, "😀" * 101]),
+    st.sampled_from(
+        ["\u3164", "\u2800", "\ufe0f", "\u0301", "a\u202eb", "\u2764\ufe0f", "e\u0301"]
+    ),
 )
 category_ids = st.one_of(
     st.integers(min_value=-3, max_value=3),

@@ -46,6 +46,7 @@ def read(
         "query_string": b"limit=5",
         "scheme": "http",
         "client": ("10.0.0.9", 41000),
+        "http_version": "1.1",
         "headers": headers,
     }
 
@@ -66,9 +67,20 @@ def test_a_sane_request_id_is_kept_and_any_other_replaced_by_a_new_one() -> None
 
 
 def test_the_first_of_repeated_headers_is_the_one_read() -> None:
-    request = read([(b"host", b"a.example"), (b"host", b"b.example")])
-    assert request.header(b"host") == "a.example"
+    request = read([(b"host", b"a.example"), (b"accept", b"a/b"), (b"accept", b"c/d")])
+    assert request.header(b"accept") == "a/b"
     assert request.header(b"authorization") is None
+    assert request.malformed is None
+
+
+def test_a_request_without_host_or_with_a_single_header_twice_is_malformed() -> None:
+    """Issue 53 (N9)."""
+    assert read([]).malformed is not None
+    assert read([(b"host", b"")]).malformed is not None  # what granian writes for none
+    twice = [(b"host", b"a.example"), (b"host", b"b.example")]
+    assert read(twice).malformed == "Host: the header is sent more than once; send it once"
+    keys = [(b"host", b"a"), (b"authorization", b"Bearer x"), (b"authorization", b"Bearer y")]
+    assert str(read(keys).malformed).startswith("Authorization: ")
 
 
 def test_the_route_its_parameter_and_the_query_are_read_once() -> None:
@@ -89,17 +101,42 @@ def test_the_trace_id_is_a_valid_traceparents_and_none_otherwise() -> None:
 def test_forwarded_values_count_only_when_trusted_and_the_nearest_proxys_wins() -> None:
     headers = [
         (b"x-forwarded-for", b"6.6.6.6"),  # sent by the client itself
-        (b"x-forwarded-for", b"203.0.113.7, 10.0.0.1"),  # added by the load balancer
+        (b"x-forwarded-for", b"6.6.6.7, 203.0.113.7"),  # the load balancer appended its own
         (b"x-forwarded-proto", b"https"),
     ]
     untrusted = read(headers)
     assert (untrusted.client, untrusted.scheme) == (("10.0.0.9", 41000), "http")
     trusted = read(headers, trusted=True)
     assert (trusted.client, trusted.scheme) == (("203.0.113.7", 0), "https")
-    odd = read([(b"x-forwarded-for", b"1.2.3.4\n"), (b"x-forwarded-proto", b"ftp")], trusted=True)
+    odd = read([(b"x-forwarded-for", b"1.2.3.4 "), (b"x-forwarded-proto", b"ftp")], trusted=True)
     assert odd.scheme == "http"
     assert odd.client == ("1.2.3.4", 0)
-    assert read([(b"x-forwarded-for", b"a\x1bb")], trusted=True).client == ("a\\x1bb", 0)
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "client"),
+    [
+        (b"2001:DB8::0:1", ("2001:db8::1", 0)),
+        (b"::ffff:192.0.2.1", ("192.0.2.1", 0)),
+        (b"a\x1bb", ("10.0.0.9", 41000)),
+        (b"1.2.3.4\n", ("10.0.0.9", 41000)),
+        (b"1.2.3.4:80", ("10.0.0.9", 41000)),
+        (b"[2001:db8::1]", ("10.0.0.9", 41000)),
+        (b"fe80::1%eth0", ("10.0.0.9", 41000)),
+        (b"010.0.0.1", ("10.0.0.9", 41000)),
+        (b"", ("10.0.0.9", 41000)),
+        (b"unknown", ("10.0.0.9", 41000)),
+    ],
+)
+def test_a_trusted_forwarded_client_is_one_ip_address_or_the_peer(
+    forwarded: bytes, client: tuple[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 53 (N4): the forwarded value was used as it came, not as an address."""
+    with caplog.at_level("WARNING", logger="petstore.http"):
+        assert read([(b"x-forwarded-for", forwarded)], trusted=True).client == client
+    warned = [r.getMessage() for r in caplog.records if r.name == "petstore.http"]
+    assert len(warned) == (client[1] != 0)
+    assert not any("\x1b" in message or "\n" in message for message in warned)
 
 
 def test_a_request_cannot_be_changed() -> None:

@@ -3,8 +3,10 @@ schemathesis run (all checks, negative data too) over the served document."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -223,3 +225,44 @@ def test_the_worker_app_keeps_its_long_lived_objects_out_of_collections(tmp_path
     frozen, collectable = map(int, result.stdout.split())
     assert frozen > 20_000
     assert collectable < frozen // 100
+
+
+def exchange(server: LiveServer, head: str) -> tuple[int, dict[str, object]]:
+    """Send the request ``head`` (lines joined by CRLF, no body) byte for byte to
+    ``server`` and read its answer whole; its status and JSON body."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(head.replace("\n", "\r\n").encode() + b"\r\n")
+        answer = b"".join(iter(lambda: conn.recv(65536), b""))
+    status_line, _, rest = answer.partition(b"\r\n")
+    body: dict[str, object] = json.loads(rest.partition(b"\r\n\r\n")[2])
+    return int(status_line.split()[1]), body
+
+
+@pytest.mark.parametrize(
+    ("head", "named"),
+    [
+        ("GET /v1/pets HTTP/1.1\nAuthorization: Bearer {key}\nConnection: close\n", "Host"),
+        ("GET /healthz HTTP/1.1\nConnection: close\n", "Host"),
+        ("GET /v1/pets HTTP/1.1\nHost: a\nHost: b\nAuthorization: Bearer {key}\n"
+         "Connection: close\n", "Host"),
+        ("GET /v1/pets HTTP/1.1\nHost: a\nAuthorization: Bearer {key}\n"
+         "Authorization: Bearer nope\nConnection: close\n", "Authorization"),
+        ("GET /v1/pets HTTP/1.1\nHost: a\nAuthorization: Bearer nope\n"
+         "Authorization: Bearer {key}\nConnection: close\n", "Authorization"),
+    ],
+)  # fmt: skip
+def test_a_request_without_host_or_with_two_hosts_or_keys_is_400(
+    live_server: LiveServer, head: str, named: str
+) -> None:
+    """Issue 53 (N9): these were 200 (the first Authorization won). RFC 9112, section
+    3.2: a request without Host, or with two, is answered 400."""
+    status, body = exchange(live_server, head.format(key=live_server.dev_key))
+    assert status == 400
+    assert body["code"] == "invalid_request"
+    assert str(body["message"]).startswith(f"{named}: ")
+
+
+def test_an_http_1_0_request_may_leave_out_host(live_server: LiveServer) -> None:
+    head = f"GET /v1/pets HTTP/1.0\nAuthorization: Bearer {live_server.dev_key}\n"
+    status, _ = exchange(live_server, head)
+    assert status == 200

@@ -37,8 +37,26 @@ LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
 
 #: D2: a control character (Unicode category Cc) anywhere in a name.
 _CONTROL = re.compile("[\u0000-\u001f\u007f-\u009f]")
-#: D2: the categories of invisible characters: white space (Z*), controls, formats.
-_INVISIBLE = frozenset(("Zs", "Zl", "Zp", "Cc", "Cf"))
+#: D2: the bidi controls (Unicode's Bidi_Control), which reorder what is shown around
+#: them (U+202E RIGHT-TO-LEFT OVERRIDE), refused anywhere in a name.
+_BIDI_CONTROL = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: D2: refused anywhere in a name besides: the line and paragraph separators, the
+#: blank symbols (U+2800 BRAILLE PATTERN BLANK, U+1D159 MUSICAL SYMBOL NULL NOTEHEAD)
+#: and the default-ignorable code points (Unicode's Default_Ignorable_Code_Point,
+#: drawn as nothing: U+200B ZERO WIDTH SPACE, U+3164 HANGUL FILLER, U+00AD SOFT
+#: HYPHEN, ...) except those that join or select within a visible sequence: the
+#: joiners U+200C and U+200D (emoji ZWJ sequences, Persian and Indic words), the
+#: variation selectors (U+FE0F of emoji) and the tag characters of emoji flags.
+_INVISIBLE_REFUSED = re.compile(
+    "[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2028\u2029\u2060-\u2065"
+    "\u206a-\u206f\u2800\u3164\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+    "\U0001d159\U0001d173-\U0001d17a\U000e0000-\U000e001f\U000e0080-\U000e00ff"
+    "\U000e01f0-\U000e0fff]"
+)
+#: D2: the categories of characters not visible by themselves: white space (Z*),
+#: controls, formats, and the combining marks, which are drawn on the character
+#: before them.
+_INVISIBLE = frozenset(("Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Mc", "Me"))
 
 Name = Annotated[str, msgspec.Meta(min_length=NAME_MIN_LENGTH, max_length=NAME_MAX_LENGTH)]
 CategoryId = Annotated[int, msgspec.Meta(ge=CATEGORY_ID_MIN, le=CATEGORY_ID_MAX)]
@@ -84,16 +102,36 @@ NEW_PET_REQUIRED = tuple(
 )
 
 
+_NOT_VISIBLE = (
+    "must have a visible character, not only white space, invisible characters or combining marks"
+)
+
+
 def name_problem(name: str) -> str | None:
     """What makes ``name`` no NewPet name beyond its length (D2), in English, or None:
-    a control character (Unicode category Cc) anywhere, or no visible character."""
+    a control character (Unicode category Cc), a bidi control or an invisible
+    character that is neither white space nor a joiner or selector
+    (:data:`_INVISIBLE_REFUSED`) anywhere, or no visible character (only white
+    space, formats and combining marks)."""
     if _CONTROL.search(name):
         return "must not contain control characters"
-    if name.isascii() and not name.isspace():
-        return None  # an ASCII name that is not all white space has a visible character
-    if all(unicodedata.category(c) in _INVISIBLE or c.isspace() for c in name):
-        return "must have a visible character, not only white space or invisible characters"
+    if name.isascii():
+        return None if not name.isspace() else _NOT_VISIBLE
+    found = _BIDI_CONTROL.search(name)
+    if found:
+        return f"must not contain bidi control characters ({_code_point(found[0])})"
+    found = _INVISIBLE_REFUSED.search(name)
+    if found:
+        character = _code_point(found[0])
+        return f"must not contain invisible, blank or line-breaking characters ({character})"
+    if all(unicodedata.category(c) in _INVISIBLE for c in name):
+        return _NOT_VISIBLE
     return None
+
+
+def _code_point(character: str) -> str:
+    """``U+202E RIGHT-TO-LEFT OVERRIDE``: a character named in an error message."""
+    return f"U+{ord(character):04X} {unicodedata.name(character, '')}".rstrip()
 
 
 #: The checks of a NewPet's members that their types cannot express, by member: each

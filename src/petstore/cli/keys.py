@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import click
 
 from petstore.cli.store import settings_or_usage_error, with_store
-from petstore.cli.tables import fit_width, table, wide_option
+from petstore.cli.tables import escape, fit_width, table, wide_option
 from petstore.server.config import check_rate_limit
 from petstore.server.rules import keys
 from petstore.server.store import ApiKey, Store
@@ -108,7 +108,7 @@ def keys_create(
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     click.echo(
-        f"Created API key {record.id} ({record.name}, prefix {record.prefix}, "
+        f"Created API key {record.id} ({escape(record.name)}, prefix {record.prefix}, "
         f"scopes {' '.join(record.scopes)}, rate limit {record.rate_limit or 'default'}).",
         err=True,
     )

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from petstore.cli.keys import keys_group
+from petstore.cli.listening import check_exposure, http_options
 from petstore.cli.pets import pets_group
 from petstore.cli.store import settings_or_usage_error, with_store
 from petstore.server import shutdown
@@ -147,7 +148,9 @@ def serve(
     (and in staging with --dev-key), creates and prints an API key named "dev" when
     no key is active.
 
-    Refuses (exit 1) a host and port another process listens on.
+    Refuses (exit 1) a host and port another process listens on, and (exit 2)
+    development settings on an address beyond loopback unless PETSTORE_ENVIRONMENT
+    says development on purpose (then it warns).
 
     SIGTERM stops gracefully: /readyz answers 503 for PETSTORE_SHUTDOWN_DRAIN_SECONDS
     (in development only when that variable is set), then requests in flight finish;
@@ -156,7 +159,6 @@ def serve(
     """
     from granian import Granian
     from granian.constants import Interfaces
-    from granian.http import HTTP1Settings
 
     settings = settings_or_usage_error(
         host=host, port=port, workers=workers, migrate_on_start=migrate
@@ -166,6 +168,7 @@ def serve(
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
             os.environ[f"PETSTORE_{name}"] = str(value)
+    check_exposure(settings, dev_key=create_dev_key)
     logs.configure(level=settings.log_level, json=settings.json_logs)
     refuse_a_taken_address(settings.host, settings.port)
 
@@ -193,9 +196,7 @@ def serve(
             workers=settings.workers,
             workers_kill_timeout=shutdown.workers_kill_timeout(settings),
             log_access=False,
-            http1_settings=HTTP1Settings(
-                header_read_timeout=settings.header_timeout_seconds * 1000
-            ),
+            **http_options(settings),
         )
         server.on_startup(drain.install)
         try:
@@ -225,7 +226,8 @@ def openapi() -> None:
     """Print the served OpenAPI document (JSON)."""
     from petstore.server.http.docs import openapi_document
 
-    click.echo(json.dumps(openapi_document(settings_or_usage_error()), indent=2))
+    document = openapi_document(settings_or_usage_error())
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False))  # as served: UTF-8
 
 
 main.add_command(keys_group)

@@ -1,5 +1,8 @@
 """Plain-text tables for the terminal, aligned by display width: an emoji or a CJK
-character takes two columns (``wcwidth``), a combining mark none.
+character takes two columns (``wcwidth``), a combining mark none. A cell's control
+and bidi control characters are shown escaped (:func:`escape`): a value a client
+stored (a key's name, an animal's) can neither move the cursor, colour the terminal
+nor break or reorder its row.
 
 A table is fitted to the terminal's width only when it is written to one; to a pipe
 or a file every value is written whole, so a script can find a row by any cell
@@ -9,6 +12,7 @@ on a terminal too (:func:`wide_option`, :func:`fit_width`).
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -21,6 +25,25 @@ F = TypeVar("F", bound=Callable[..., object])
 #: A shortened cell keeps at least this many columns, its ellipsis included.
 MIN_COLUMNS = 8
 ELLIPSIS = "…"
+#: Control characters (C0, DEL, C1: ESC, CSI), the line and paragraph separators and
+#: the bidi controls (Unicode's Bidi_Control): never written to a terminal as
+#: themselves. The joiners of emoji sequences (U+200D) are not among them.
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape(text: str) -> str:
+    """``text`` with each control, line separator and bidi control character written
+    as a Python escape (``\\n``, ``\\x1b``, ``\\u202e``); anything else as it is."""
+    if _UNSHOWN.search(text) is None:
+        return text
+    return _UNSHOWN.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match[0]
+    code = ord(char)
+    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def width(text: str) -> int:
@@ -65,11 +88,13 @@ def table(
     rows: Sequence[Sequence[str]], *, fit: int | None = None, shrink: Sequence[int] = ()
 ) -> list[str]:
     """The lines of ``rows`` (the first is the header) in columns two spaces apart,
-    each cell padded to its column's widest display width; no trailing spaces.
+    each cell escaped (:func:`escape`) and padded to its column's widest display
+    width; no trailing spaces.
 
     With ``fit`` (a terminal's width), the columns numbered in ``shrink`` are cut
     with an ellipsis, the widest first, until a line fits or each is down to
     :data:`MIN_COLUMNS`; header cells are never cut. Without it, nothing is cut."""
+    rows = [rows[0], *([escape(cell) for cell in row] for row in rows[1:])]
     widths = [max(width(row[i]) for row in rows) for i in range(len(rows[0]))]
     if fit is not None:
         floor = {i: max(MIN_COLUMNS, width(rows[0][i])) for i in shrink}

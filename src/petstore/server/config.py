@@ -72,8 +72,8 @@ class Settings(BaseSettings):
     A variable wins over a file.
 
     Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist or holds a setting's file its group or others may write, on a
-    drain not shorter than the shutdown timeout, on a cursor secret of one repeated
+    does not exist or through which others could choose a setting (``secret_files``),
+    on a drain not shorter than the shutdown timeout, on a cursor secret of one repeated
     character, and on a default or short cursor secret outside development.
     """
 
@@ -131,6 +131,8 @@ class Settings(BaseSettings):
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
+    #: Serve HTTP/2 (cleartext, prior knowledge) beside HTTP/1.1 (cli/listening.py).
+    http2: bool = False
     #: D25: seconds within which every request is answered (503 when the work is not done).
     request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     log_level: str = "INFO"
@@ -149,7 +151,11 @@ class Settings(BaseSettings):
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 5.0
     #: A directory of files named like the variables in lower case, each holding
     #: one setting (e.g. ``petstore_cursor_secret``); see the class docstring.
-    secrets_dir: Annotated[Path | None, BeforeValidator(secret_files.existing_directory)] = None
+    secrets_dir: Annotated[
+        Path | None,
+        BeforeValidator(secret_files.existing_directory),
+        AfterValidator(secret_files.check_owner_only),
+    ] = None
 
     @classmethod
     def settings_customise_sources(
@@ -163,12 +169,6 @@ class Settings(BaseSettings):
         """Arguments, then the environment, then the files of ``secrets_dir``
         (:func:`.secret_files.sources`)."""
         return secret_files.sources(settings_cls, init_settings, env_settings, dotenv_settings)
-
-    @field_validator("secrets_dir")
-    @classmethod
-    def _files_only_their_owner_writes(cls, directory: Path | None) -> Path | None:
-        names = {f"petstore_{name}" for name in cls.model_fields}
-        return secret_files.check_owner_only(directory, names)
 
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:

@@ -39,28 +39,49 @@ def is_postgres(url: str) -> bool:
 
 
 def check_rate_limit(notation: str) -> str:
-    """``notation`` as a rate limit in the ``limits`` library's notation (``600/minute``,
-    ``100 per minute``, ``10/second``; the units also as ``sec``, ``s``, ``min``, ``hr``,
-    ``h``) allowing at least one request, as ``PETSTORE_RATE_LIMIT`` and a key's own
-    limit (D22) take it; returns it with the unit spelled out. Raises ValueError
-    otherwise."""
+    """``notation`` as one rate limit allowing at least one request in a window of at
+    least one unit, as ``PETSTORE_RATE_LIMIT`` and a key's own limit (D22) take it:
+    ``600/minute``, ``100 per minute``, ``10/2 minutes``; the units second, minute,
+    hour, day, month, year (singular or plural, any case, also ``s``, ``sec``,
+    ``min``, ``h``, ``hr``). Returns it written one way, in the ``limits`` library's
+    notation: ``100/minute``, ``10/2 minutes``. Raises ValueError naming what is
+    wrong: the form, a count or window of 0, or more than one limit
+    (``5/minute;6/second``, which the library would read as its first part only)."""
     from limits import parse
 
-    notation = re.sub(
-        r"[A-Za-z]+$", lambda unit: _UNITS.get(unit[0].lower(), unit[0]), notation.strip()
-    )
-    try:
-        item = parse(notation)
-    except ValueError:
-        raise ValueError("a rate limit looks like 600/minute or 10/second") from None
-    if item.amount < 1:
-        raise ValueError("a rate limit allows at least 1 request")
-    return notation
+    if _SEPARATORS.search(notation):
+        raise ValueError(f"one rate limit only, e.g. 600/minute; {notation!r} names several")
+    written = _RATE_LIMIT.fullmatch(notation)
+    unit = None if written is None else _UNITS.get(written["unit"].lower())
+    if written is None or unit is None:
+        raise ValueError(
+            f"a rate limit looks like 600/minute or 10/second (units: second, minute, "
+            f"hour, day, month, year), not {notation!r}"
+        )
+    amount, window = int(written["amount"]), int(written["window"] or "1")
+    if amount < 1:
+        raise ValueError(f"a rate limit allows at least 1 request, not {notation!r}")
+    if window < 1:
+        raise ValueError(f"a rate limit's window is at least 1 {unit}, not {notation!r}")
+    canonical = f"{amount}/{unit}" if window == 1 else f"{amount}/{window} {unit}s"
+    parse(canonical)  # the library that counts reads it as written here
+    return canonical
 
 
-#: Short units a rate limit may use, and the ``limits`` library's words for them.
+#: One rate limit: a count, ``/`` or ``per``, an optional window of several units,
+#: and the unit; at most 12 digits each (``int()`` of thousands of digits is slow).
+_RATE_LIMIT = re.compile(
+    r"\s*(?P<amount>[0-9]{1,12})\s*(?:/|\s+per\s+)\s*(?:(?P<window>[0-9]{1,12})\s*)?"
+    r"(?P<unit>[A-Za-z]+)\s*",
+    re.IGNORECASE,
+)
+#: What the ``limits`` library takes as the separator of several limits.
+_SEPARATORS = re.compile("[,;|]")
+#: The units a rate limit may use, and the ``limits`` library's words for them.
 _UNITS = {"s": "second", "sec": "second", "secs": "second", "min": "minute", "mins": "minute"}
 _UNITS |= {"h": "hour", "hr": "hour", "hrs": "hour"}
+_UNITS |= {word: word for word in ("second", "minute", "hour", "day", "month", "year")}
+_UNITS |= {f"{word}s": word for word in ("second", "minute", "hour", "day", "month", "year")}
 
 
 def check_database_url(url: str) -> str:

@@ -124,7 +124,11 @@ class DocsPages:
     ``/v1/docs`` with its script and assets, and the deprecations page (D14)."""
 
     def __init__(self, settings: Settings) -> None:
-        self._document = json.dumps(openapi_document(settings), indent=2).encode()
+        # UTF-8 as it is: the Name pattern holds characters beyond U+FFFF, which as
+        # \u escapes would be surrogate pairs that YAML readers of JSON refuse.
+        self._document = json.dumps(
+            openapi_document(settings), indent=2, ensure_ascii=False
+        ).encode()
         self._assets = StaticFiles(directory=_swagger_ui_assets())
         self._policy: Header = (b"content-security-policy", docs_policy(settings).encode())
 

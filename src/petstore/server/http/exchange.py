@@ -39,7 +39,9 @@ class Request(NamedTuple):
     ``trace_id`` the W3C trace (D23; None without a ``traceparent`` or tracer);
     ``route`` the template of the matched route (None for an unknown path) and
     ``path_param`` the value of its ``{...}`` part. ``scope`` and ``receive`` are the ASGI ones, for
-    reading the body and for handing the request to a mounted app.
+    reading the body and for handing the request to a mounted app. ``malformed`` says
+    why the request is answered 400 whatever it asks (a missing or repeated ``Host``,
+    a repeated ``Authorization``: :func:`.reading.malformed`), None for most.
     """
 
     method: str
@@ -54,6 +56,7 @@ class Request(NamedTuple):
     path_param: str
     scope: Scope
     receive: Receive
+    malformed: str | None = None
 
     def header(self, name: bytes) -> str | None:
         """The first value of request header ``name`` (lower-case bytes), latin-1."""

@@ -28,7 +28,7 @@ _STRING = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])+)"')
 
 def query(query_string: bytes) -> dict[str, str]:
     """The parameters of a raw query string; the last value of a repeated name wins
-    (Starlette's ``query_params`` semantics), blank values kept."""
+    (D8; Starlette's ``query_params`` semantics), blank values kept."""
     return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
 
 

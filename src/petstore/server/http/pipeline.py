@@ -84,9 +84,10 @@ class Service:
         2. start its answer (:class:`Response`) with the D18 security headers and
            ``X-Request-ID``;
         3. with a tracer, open its server span (D23, :meth:`_answer_traced`);
-        4. within the request timeout (D25), answer 404 or 405 for a path or method
-           without a handler, or run the handler; answer whatever error it raised
-           with its Error body (D10) (:meth:`_answer`);
+        4. within the request timeout (D25), answer 400 for a malformed request
+           (``Request.malformed``), 404 or 405 for a path or method without a
+           handler, or run the handler; answer whatever error it raised with its
+           Error body (D10) (:meth:`_answer`);
         5. however it ended, count it in the metrics and write its access line
            (:meth:`_account`).
         """
@@ -138,16 +139,18 @@ class Service:
         )
 
     async def _answer(self, request: Request, route: Route | None, response: Response) -> None:
-        """Run the handler of ``request``'s ``route`` and method (404 without a route, 405
-        without the method); answer whatever error it raised, and 503 when the request
-        timeout (D25) cut it short: 400 instead while the request body is still
-        arriving (then the client is the slow one, D17).
+        """Run the handler of ``request``'s ``route`` and method (400 for a malformed
+        request, 404 without a route, 405 without the method); answer whatever error it
+        raised, and 503 when the request timeout (D25) cut it short: 400 instead while
+        the request body is still arriving (then the client is the slow one, D17).
 
         One coroutine for both, not one inside the other: a coroutine a request fewer."""
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
         try:
             try:
+                if request.malformed is not None:
+                    raise errors.InvalidRequest(request.malformed)
                 if route is None:
                     raise errors.NotFound(self._no_such_path(request.path))
                 answer = route.methods.get(request.method)

@@ -4,7 +4,10 @@ pipeline and the handlers know of it, read once into an immutable
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import re
+from collections.abc import Mapping
 from random import getrandbits
 
 from starlette.types import Receive, Scope
@@ -12,10 +15,17 @@ from starlette.types import Receive, Scope
 from petstore.server.http.exchange import Request
 from petstore.server.http.routes import Route, Router
 from petstore.server.telemetry import tracing
-from petstore.server.telemetry.escapes import escape_controls
+from petstore.server.telemetry.escapes import escape_field
 
 #: A client's X-Request-ID is kept when it is 1-128 of these characters.
 SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
+#: Headers that may appear once (RFC 9110, section 5.3: none is a list): the service
+#: reads each, and a proxy in front might read another of two than it does.
+SINGLE_HEADERS = (b"host", b"authorization", b"content-type", b"idempotency-key")
+#: The most of a refused X-Forwarded-For value a warning shows.
+_SHOWN_CHARS = 64
+
+log = logging.getLogger("petstore.http")
 
 
 def read_request(
@@ -27,10 +37,10 @@ def read_request(
     Its request id is the client's ``X-Request-ID`` when it matches
     :data:`SANE_REQUEST_ID`, else 32 new random hex digits; its trace id is the one
     of a valid ``traceparent`` (W3C Trace Context, D23), else None. With
-    ``trust_forwarded``, its client address and scheme are those of the load
-    balancer's ``X-Forwarded-For`` (its first address, control characters escaped
-    for the log; port 0) and ``X-Forwarded-Proto`` (``http`` or ``https``), the last
-    of each header: the one the nearest proxy added.
+    ``trust_forwarded``, its scheme is the last ``X-Forwarded-Proto`` (``http`` or
+    ``https``) and its client address the one the nearest proxy added to
+    ``X-Forwarded-For`` (:func:`forwarded_client`). It is ``malformed`` as
+    :func:`malformed` says.
     """
     raw_headers = scope["headers"]
     headers = dict(reversed(raw_headers))  # the first of repeated headers wins
@@ -44,12 +54,14 @@ def read_request(
     traceparent = headers.get(b"traceparent")
     scheme, client = scope["scheme"], scope.get("client")
     if trust_forwarded:
+        forwarded_for = None
         for name, value in raw_headers:
             if name == b"x-forwarded-proto" and value in (b"http", b"https"):
                 scheme = value.decode()
-            elif name == b"x-forwarded-for" and value:
-                address = value.split(b",")[0].strip().decode("latin-1")
-                client = (escape_controls(address), 0)
+            elif name == b"x-forwarded-for":
+                forwarded_for = value
+        if forwarded_for is not None:
+            client = forwarded_client(forwarded_for, client, request_id=request_id)
     path = scope["path"]
     route, path_param = router.match(path) or (None, "")
     request = Request(
@@ -65,5 +77,58 @@ def read_request(
         path_param,
         scope,
         receive,
+        malformed(scope, headers),
     )
     return request, route
+
+
+def malformed(scope: Scope, headers: Mapping[bytes, bytes]) -> str | None:
+    """Why the request of ASGI ``scope``, whose headers by name are ``headers``, is
+    answered 400 whatever it asks, or None: an HTTP/1.1 request without ``Host`` (or
+    with an empty one), or any request with one of :data:`SINGLE_HEADERS` more than
+    once (RFC 9112, section 3.2: a server must answer 400 to either for ``Host``; of
+    two ``Authorization`` or ``Content-Type`` fields, a proxy in front may judge
+    another than the service would). HTTP/1.0 may leave out ``Host``; HTTP/2 names
+    the host in ``:authority``, which granian hands on as ``Host``."""
+    raw_headers = scope["headers"]
+    if len(headers) != len(raw_headers):  # some name is repeated: rare, so looked for only then
+        for name in SINGLE_HEADERS:
+            if sum(1 for header in raw_headers if header[0] == name) > 1:
+                shown = name.decode().title()
+                return f"{shown}: the header is sent more than once; send it once"
+    # granian writes an empty Host for a request that sent none.
+    if not headers.get(b"host") and scope.get("http_version", "1.1") == "1.1":
+        return "Host: an HTTP/1.1 request must name the host (RFC 9112, section 3.2)"
+    return None
+
+
+def forwarded_client(
+    forwarded_for: bytes, peer: tuple[str, int] | None, *, request_id: str
+) -> tuple[str, int] | None:
+    """The client address (port 0) of the last ``X-Forwarded-For`` field,
+    ``forwarded_for``: its last element, the one the nearest proxy added (HAProxy's
+    ``set-header`` and ``option forwardfor`` write a field of their own; a proxy that
+    appends to the field the client sent puts its own element last, so whatever the
+    client wrote before it is never read). An IPv4-mapped IPv6 address is its IPv4
+    address. Anything but one IP address (a port, a zone, a name, text) is ignored,
+    with a warning: the client is then the connection's ``peer``, the proxy."""
+    element = forwarded_for.rpartition(b",")[2].strip(b" \t").decode("latin-1")
+    try:
+        address = ipaddress.ip_address(element)
+    except ValueError:
+        address = None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id is not None:
+            address = None
+        elif address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+    if address is None:
+        shown = escape_field(element[:_SHOWN_CHARS]) or "(empty)"
+        log.warning(
+            "X-Forwarded-For ignored: its last element is not an IP address: %s%s",
+            shown,
+            "..." if len(element) > _SHOWN_CHARS else "",
+            extra={"request_id": request_id},
+        )
+        return peer
+    return (str(address), 0)

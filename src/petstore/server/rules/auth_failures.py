@@ -3,12 +3,16 @@ default 30 a minute).
 
 A request with a key the service does not know costs a database lookup (valid keys
 are cached, unknown ones never are: a new key must work at once), so a flood of
-random keys would reach the database at the flooder's pace. Each 401 is counted
-against the client's address in fixed windows (the address as the pipeline sees it:
-``X-Forwarded-For``'s first address only with ``PETSTORE_TRUST_FORWARDED_HEADERS``);
-once an address has failed ``limit`` times in a window, its requests are answered
-429 ``rate_limited`` with ``Retry-After`` until the window ends, before the key is
-looked at, so none of them reaches the database.
+random keys would reach the database at the flooder's pace. Each 401 for a
+well-formed key is counted against the client's address in fixed windows (the
+address as the pipeline sees it: the one the nearest proxy added to
+``X-Forwarded-For`` only with ``PETSTORE_TRUST_FORWARDED_HEADERS``); an IPv6 address
+counts for its whole /64 (:func:`counted_as`), the block one host or one customer
+is given, which it could otherwise walk through to fail afresh from each address.
+Once an address has failed ``limit`` times in a window, its requests with a key this
+instance does not know valid are answered 429 ``rate_limited`` with ``Retry-After``
+until the window ends, before the key is looked up, so none of them reaches the
+database.
 
 The counts live in the worker process: behind a load balancer with N instances of W
 workers, an address gets at most N x W x ``limit`` failures a window. At most
@@ -19,6 +23,7 @@ recently failing is forgotten first). Time comes from the injected monotonic
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Callable
 
@@ -29,6 +34,20 @@ from petstore.server import errors
 
 #: Addresses counted at once; about 100 bytes each.
 MAX_ADDRESSES = 100_000
+#: The prefix length an IPv6 address is counted by (RFC 4291: a subnet's, one site's).
+IPV6_PREFIX = 64
+
+
+def counted_as(address: str) -> str:
+    """What the failures of client ``address`` are counted under: an IPv6 address's
+    /64 network (``2001:db8::/64``); any other address (IPv4, or not an address) as
+    it is."""
+    if ":" not in address:
+        return address
+    try:
+        return str(ipaddress.IPv6Network((address, IPV6_PREFIX), strict=False))
+    except ValueError:
+        return address
 
 
 class FailedAuthentications:
@@ -53,9 +72,9 @@ class FailedAuthentications:
 
     def check(self, address: str) -> None:
         """Raise RateLimited (429, with ``Retry-After``: whole seconds to the end of
-        the window, at least 1) when ``address`` has failed ``limit`` times in the
-        current window; return otherwise."""
-        found = self._failures.get(address)
+        the window, at least 1) when ``address`` (:func:`counted_as`) has failed
+        ``limit`` times in the current window; return otherwise."""
+        found = self._failures.get(counted_as(address))
         if found is None or found[1] < self.limit:
             return
         now = self._clock()
@@ -69,7 +88,9 @@ class FailedAuthentications:
         )
 
     def failed(self, address: str) -> None:
-        """Count one failed authentication of ``address`` in the current window."""
+        """Count one failed authentication of ``address`` (:func:`counted_as`) in the
+        current window."""
+        address = counted_as(address)
         window = int(self._clock() // self.window)
         found = self._failures.get(address)
         count = found[1] + 1 if found is not None and found[0] == window else 1

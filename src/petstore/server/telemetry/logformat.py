@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from petstore.server.telemetry.escapes import escape_controls
+from petstore.server.telemetry.escapes import escape_controls, escape_field
 
 #: The logger of access lines.
 LOGGER = "petstore.access"
@@ -99,8 +99,9 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     """``<time> <level> <logger> request_id=<id> <message>`` and then ``name=value`` for
     each other request field the record carries (``api_key_id``, ``client``,
-    ``trace_id``), the ones that are None left out; a traceback, if any, on the lines
-    after. The time is local, as ``logging`` writes ``asctime``."""
+    ``trace_id``), the ones that are None left out, each value escaped as a field
+    (:func:`escape_field`: no space in it is a separator); a traceback, if any, on
+    the lines after. The time is local, as ``logging`` writes ``asctime``."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s")
@@ -131,7 +132,7 @@ class TextFormatter(logging.Formatter):
         for field in _TEXT_TAIL:
             value = getattr(source, field, None)
             if value is not None:
-                line = f"{line} {field}={value}"
+                line = f"{line} {field}={escape_field(str(value))}"
         return line
 
 
@@ -140,9 +141,9 @@ def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLin
     each time written by ``timestamp(epoch_seconds) -> str``. The only place an access
     line is built, its message included; it takes a whole batch so that the
     per-request path pays no call for it. The path of an unknown route, which a
-    client chose, is written with its control characters escaped
-    (:func:`escape_controls`), in both formats; a forwarded client address is
-    escaped where it is read (``http.pipeline``)."""
+    client chose, is written as a field (:func:`escape_field`: its white space,
+    control and format characters and backslashes escaped), in both formats, so
+    that no path can end the message and forge the fields after it."""
     logger, lines = LOGGER, []
     while pending:
         at, request_id, method, route, path, status, seconds, api_key_id, client, trace_id = (
@@ -150,7 +151,7 @@ def access_lines(pending: deque[AccessFields], timestamp: Any) -> list[AccessLin
         )
         ms = seconds * 1000
         if route is None:
-            path = escape_controls(path)
+            path = escape_field(path)
         lines.append(
             AccessLine(
                 time=timestamp(at),
