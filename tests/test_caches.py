@@ -12,7 +12,7 @@ import pytest
 
 from petstore.schemas import PetStatus
 from petstore.server import errors
-from petstore.server.rules import auth, keys, pagination
+from petstore.server.rules import auth, kept_pages, keys, pagination
 from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import open_store
@@ -95,8 +95,12 @@ def asked_for(pages: KeptPages, served: ServedPages, *cursors: str | None) -> in
     return served.asked - before
 
 
+#: What a kept page counts besides its body: its cursor ("next") and its bookkeeping.
+ENTRY = kept_pages.ENTRY_BYTES + len("next")
+
+
 def test_full_page_cache_drops_the_least_recently_used_page() -> None:
-    pages, served = kept(100, {"a": b"x" * 60, "b": b"y" * 30, "c": b"z" * 30})
+    pages, served = kept(100 + 2 * ENTRY, {"a": b"x" * 60, "b": b"y" * 30, "c": b"z" * 30})
     assert asked_for(pages, served, "a", "b", "a") == 2  # a is now the most recent
     assert asked_for(pages, served, "c") == 1  # 120 bytes: one page must go
     assert asked_for(pages, served, "a", "c") == 0
@@ -104,8 +108,8 @@ def test_full_page_cache_drops_the_least_recently_used_page() -> None:
 
 
 def test_a_page_held_again_counts_its_bytes_once() -> None:
-    pages, served = kept(100, {"a": b"x" * 60, "b": b"y" * 30})
-    assert asked_for(pages, served, "a", "b") == 2  # 90 bytes held, not 150
+    pages, served = kept(100 + 2 * ENTRY, {"a": b"x" * 60, "b": b"y" * 30})
+    assert asked_for(pages, served, "a", "b") == 2  # 90 bytes of bodies held, not 150
     assert asked_for(pages, served, "a", "b") == 0
 
 
@@ -126,8 +130,22 @@ def test_the_pages_dropped_to_keep_the_bound_are_let_go() -> None:
 
 
 def test_a_page_larger_than_the_cache_is_not_held() -> None:
-    pages, served = kept(100, {"a": b"x" * 50, "b": b"y" * 101})
+    pages, served = kept(100 + ENTRY, {"a": b"x" * 50, "b": b"y" * 101})
     assert asked_for(pages, served, "a", "b", "b", "a") == 3
+
+
+def test_many_small_pages_stay_within_the_bound_with_their_bookkeeping() -> None:
+    """A client walking one-animal pages makes the cache hold many small entries,
+    each with a key, a cursor and a stamp beside its body: they count too."""
+    bodies: dict[str | None, bytes] = {f"{n:035d}": b"[{}]" for n in range(20_000)}
+    pages, served = kept(1_000_000, bodies)
+    tracemalloc.start()
+    try:
+        assert asked_for(pages, served, *bodies) == 20_000
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1_100_000
 
 
 def test_cursor_cache_is_bounded_and_verifies_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,8 +21,12 @@ from petstore.schemas import PetStatus
 from petstore.server.rules.pagination import PageSource
 from petstore.server.store.changes import PetChanges, Stamp
 
-#: Bytes of encoded pages kept at most.
+#: Bytes of kept pages at most, each page counted with its bookkeeping.
 KEPT_PAGES_BYTES = 16 * 2**20
+#: What a kept page holds besides its body and its next cursor (its key, stamp and
+#: place in the cache), in bytes, as ``python -m bench.memory`` measures it: counted
+#: with each page, so that many small pages stay within the bound too.
+ENTRY_BYTES = 320
 
 #: A page as asked: the status filter, the limit, the cursor as sent.
 PageKey = tuple[PetStatus | None, int, str | None]
@@ -30,8 +34,9 @@ PageKey = tuple[PetStatus | None, int, str | None]
 
 class KeptPages:
     """``pages`` whose pages that more animals follow are answered from memory while
-    ``changes`` holds them good, at most ``max_bytes`` of bodies held: the pages used
-    least recently make room, and a page larger than ``max_bytes`` is not held."""
+    ``changes`` holds them good, at most ``max_bytes`` held, each page counted as its
+    body, its cursor and :data:`ENTRY_BYTES`: the pages used least recently make room,
+    and a page larger than ``max_bytes`` is not held."""
 
     def __init__(
         self, pages: PageSource, *, changes: PetChanges, max_bytes: int = KEPT_PAGES_BYTES
@@ -39,10 +44,11 @@ class KeptPages:
         self._inner = pages
         self._changes = changes
         self._max_bytes = max_bytes
-        self._bytes = 0  # of the bodies held
-        # key -> (body, next cursor, stamp). Every body is at least 2 bytes ("[]"),
-        # so the count bound never drops a page before the bytes do.
-        self._pages: LRU[PageKey, tuple[bytes, str, Stamp]] = LRU(max(1, max_bytes))
+        self._bytes = 0  # of the pages held, as counted
+        # key -> (body, next cursor, stamp). Every page counts more than ENTRY_BYTES,
+        # so the count bound (one more than fits, the page just added) never drops a
+        # page before the bytes do.
+        self._pages: LRU[PageKey, tuple[bytes, str, Stamp]] = LRU(max_bytes // ENTRY_BYTES + 1)
 
     async def page(
         self, *, status: PetStatus | None, limit: int, cursor: str | None
@@ -61,11 +67,12 @@ class KeptPages:
         return body, next_cursor
 
     def _hold(self, key: PageKey, body: bytes, next_cursor: str, stamp: Stamp) -> None:
-        if len(body) > self._max_bytes:
+        size = _size(body, next_cursor)
+        if size > self._max_bytes:
             return
         self._drop(key)
         self._pages[key] = (body, next_cursor, stamp)
-        self._bytes += len(body)
+        self._bytes += size
         # Not popitem(): lru-dict 1.4.1's keeps a reference to what it returns
         # (amitdev/lru-dict#64), so every page dropped would stay in memory.
         while self._bytes > self._max_bytes and (oldest := self._pages.peek_last_item()):
@@ -74,4 +81,9 @@ class KeptPages:
     def _drop(self, key: PageKey) -> None:
         held = self._pages.pop(key, None)
         if held is not None:
-            self._bytes -= len(held[0])
+            self._bytes -= _size(held[0], held[1])
+
+
+def _size(body: bytes, next_cursor: str) -> int:
+    """What a kept page counts toward the bound."""
+    return len(body) + len(next_cursor) + ENTRY_BYTES
