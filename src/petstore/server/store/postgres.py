@@ -56,7 +56,7 @@ DIALECT = Dialect(
         # array; the rows inserted are joined back to it by that id.
         insert_many=(
             "WITH new_pet AS MATERIALIZED ("
-            "SELECT nextval(pg_get_serial_sequence('pets', 'id')) AS id, "
+            "SELECT nextval((SELECT pg_get_serial_sequence('pets', 'id'))::regclass) AS id, "
             f"batch.ordinality - 1 AS ordinal, {column_list(NewPet, 'batch.')} "
             "FROM json_populate_recordset(NULL::pets, %(new_pets)s::json) "
             "WITH ORDINALITY AS batch "

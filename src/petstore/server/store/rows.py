@@ -17,7 +17,6 @@ column added by a migration, is written, read and returned with no other edit.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, LiteralString, TypeVar
 
@@ -56,24 +55,16 @@ def parameter_list(kind: type[msgspec.Struct], style: ParameterStyle) -> Literal
 
 
 def parameters(value: msgspec.Struct) -> dict[str, Any]:
-    """``value``'s fields by column name, as values both drivers take (an enum as its
-    value): the parameters of :func:`parameter_list`."""
-    columns = _columns_by_json_name(type(value))
-    return {columns[name]: item for name, item in msgspec.to_builtins(value).items()}
-
-
-@functools.cache
-def _columns_by_json_name(kind: type[msgspec.Struct]) -> dict[str, str]:
-    """Each field's column (its name) by its JSON name. Cached: reading a struct's
-    fields evaluates its annotations."""
-    return {field.encode_name: field.name for field in msgspec.structs.fields(kind)}
+    """``value``'s fields by column name: the parameters of :func:`parameter_list`.
+    Both drivers take each value as it is (a PetStatus is a ``str``)."""
+    return msgspec.structs.asdict(value)
 
 
 def parameters_json(values: Sequence[msgspec.Struct]) -> str:
     """``values`` as one JSON array of :func:`parameters`, in order: a statement
     takes any number of them as one parameter (SQLite's ``json_each``, PostgreSQL's
     ``json_populate_recordset``)."""
-    return msgspec.json.encode([parameters(value) for value in values]).decode()
+    return msgspec.json.encode([msgspec.structs.asdict(value) for value in values]).decode()
 
 
 def into(kind: type[S], row: Row) -> S:
