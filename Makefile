@@ -88,6 +88,8 @@ servers:
 	command -v keepalived >/dev/null 2>&1 || missing="$$missing keepalived"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
@@ -109,6 +111,11 @@ chaos: $(STAMP) servers
 ## chaos-network: the deployment on test hosts under a seeded schedule of partitions, pauses, packet loss and kills, the history checked; at most 15 minutes, about 9 by default here (make chaos-network ARGS="--duration 120 --seed 7")
 chaos-network: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.chaos_network $(ARGS)
+
+## recovery-drill: D28 on test hosts under load: an operator's mistake undone by a restore to the moment before it (pgBackRest), then every data node lost and restored to the latest point; at most 15 minutes (make recovery-drill ARGS="--load 60")
+.PHONY: recovery-drill
+recovery-drill: $(STAMP) servers
+	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.recovery_drill $(ARGS)
 
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool

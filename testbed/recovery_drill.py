@@ -1,0 +1,340 @@
+"""``make recovery-drill``: D28 on test hosts, under the closed-loop load of the chaos
+runs (:mod:`testbed.workload`), its history checked.
+
+    python -m testbed.recovery_drill [--workers 4] [--load 30] [--mistakes 2]
+
+1. The deployment comes up on test hosts with its pgBackRest repository on host
+   ``backup`` and a first full backup (:class:`~testbed.cluster.Cluster`); load.
+2. An operator's mistake at a recorded moment T: ``DELETE`` of a third of the
+   animals on the primary (with ``--mistakes 2``, another third deleted later while
+   the load goes on).
+3. A restore to T onto new data nodes (:mod:`testbed.restore`, ``--type=time``): every
+   animal acknowledged before T must be there unchanged (else **missing** or
+   **changed**), none whose create began after T (else **extra**), and Idempotency-Keys
+   used before T replay the same animal (else **changed**). After it, no id
+   acknowledged or read before the restore may be acknowledged again for a create (else
+   **ids reused**, D5), here or after step 4.
+4. Every data node lost at once under load (keepers and PostgreSQL killed, data
+   directories removed), and a restore through the newest archived WAL: the
+   acknowledged creates that did not come back (**lost**) and how many seconds before
+   the loss they span, and the seconds until ``/readyz`` answers 200 again through the
+   load balancers' address.
+
+The last line (one line, wrapped here)::
+
+    recovery-drill: acknowledged A; before the mistake: missing 0, changed 0, extra 0,
+    ids reused 0; every data node lost: lost L acknowledged of the last S s
+    (archive_timeout T s), serving again after R s
+
+Exit status 0 when missing, changed, extra and ids reused are 0, S is within D28's
+60 s and R within its 10 minutes; 1 otherwise; 2 when the deployment did not come up
+or recover. Everything it started (processes, namespaces) is removed when it ends, on
+an error or a signal (SIGINT, SIGTERM) too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import psycopg
+
+from testbed import restore, workload
+from testbed.chaos import client
+from testbed.cluster import DEPLOY, Cluster
+from testbed.ops import Op
+from testbed.processes import ServerUnavailableError, answers
+
+#: D28's bounds: the seconds of acknowledged creates a total loss may lose, and the
+#: seconds a restore to the latest point may take to serve again.
+LOSS_BOUND, SERVING_BOUND = 60.0, 600.0
+#: How many Idempotency-Keys used before the mistake are replayed after the restore.
+REPLAYS = 20
+
+
+@dataclass(frozen=True)
+class Moment:
+    """When a mistake began: PostgreSQL's clock (a ``--target`` for the restore), and
+    this process's monotonic clock just before and just after reading it."""
+
+    timestamp: str
+    before: float
+    after: float
+
+
+def mistake(cluster: Cluster, remainder: int) -> Moment:
+    """On the primary: the moment, then ``DELETE`` of the animals whose id is
+    ``remainder`` modulo 3 (a third), committed."""
+    with psycopg.connect(cluster.postgres.url, autocommit=True) as connection:
+        before = time.monotonic()
+        row = connection.execute("SELECT clock_timestamp()::text").fetchone()
+        after = time.monotonic()
+        connection.execute("DELETE FROM pets WHERE id %% 3 = %s", (remainder,))
+    assert row is not None
+    return Moment(row[0], before, after)
+
+
+class Readiness:
+    """When ``/readyz`` through the load balancers' address first answered 200 again
+    after :meth:`watch` began (monotonic seconds; None: not yet): after it has failed
+    at least once. Polled every 100 ms from the harness's host."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.ready_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self) -> None:
+        """Start watching (before the data nodes go)."""
+        self.ready_at = None
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        lbs, failed = self.cluster.balancers, False
+        with self.cluster.harness():
+            while not self._stop.is_set():
+                ready = answers(lbs.port, "/readyz", host=lbs.address)
+                if ready and failed:
+                    self.ready_at = time.monotonic()
+                    return
+                failed = failed or not ready
+                time.sleep(0.1)
+
+    def wait(self, seconds: float) -> float:
+        """Wait up to ``seconds`` for the answer; returns when it came. Raises
+        ServerUnavailableError when none came."""
+        assert self._thread is not None
+        self._thread.join(seconds)
+        self._stop.set()
+        if self.ready_at is None:
+            raise ServerUnavailableError(f"/readyz not 200 again within {seconds:g} s")
+        return self.ready_at
+
+
+@dataclass
+class Drill:
+    """What happened, for the judgement: the moment of the (first) mistake, what each
+    restore brought back, when each began, the replays' differences and the loss."""
+
+    moment: Moment | None = None
+    first: restore.Restored | None = None
+    first_began: float = 0.0
+    replays_differ: int = 0
+    replayed: int = 0
+    lost_at: float = 0.0
+    latest: restore.Restored | None = None
+    ready_after: float = 0.0
+
+
+def run(
+    root: Path, *, workers: int, load: float, mistakes: int, seed: int = 54,
+    out: Any = sys.stdout,
+) -> dict[str, float]:  # fmt: skip
+    """The drill under ``root`` with ``workers`` client hosts, ``load`` seconds of
+    load before the first mistake (and shares of it between the other steps),
+    ``mistakes`` of them (1 or 2); prints the steps and the last line, returns the
+    counts. Removes everything. Raises ServerUnavailableError when the deployment
+    does not come up or recover."""
+    warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
+    cluster = Cluster(root, instances=2, on_hosts=True, clients=workers)
+    drill = Drill()
+    rng = random.Random(seed)
+    try:
+        began = time.monotonic()
+        key = cluster.up()
+        print(f"Test hosts up, stanza created, full backup taken in "
+              f"{time.monotonic() - began:.1f} s: {cluster.url}", file=out, flush=True)  # fmt: skip
+        with cluster.harness(), workload.load(cluster, key, workers) as book:
+            try:
+                _steps(cluster, key, book, drill, rng, load=load, mistakes=mistakes, out=out)
+            except BaseException:  # down before the workers are joined: they end at once
+                cluster.down()
+                raise
+    finally:
+        cluster.down()
+    return judge(book.ops, drill, out=out)
+
+
+def _steps(
+    cluster: Cluster, key: str, book: workload.Recorder, drill: Drill, rng: random.Random,
+    *, load: float, mistakes: int, out: Any,
+) -> None:  # fmt: skip
+    readiness = Readiness(cluster)
+    assert cluster.repository is not None
+    time.sleep(load)
+    drill.moment = mistake(cluster, 0)
+    print(f"  mistake at {drill.moment.timestamp}: a third of the animals deleted",
+          file=out, flush=True)  # fmt: skip
+    for remainder in range(1, mistakes):
+        time.sleep(load / 3)
+        later = mistake(cluster, remainder)
+        print(f"  another at {later.timestamp}: another third deleted", file=out, flush=True)
+    time.sleep(load / 3)
+
+    drill.first_began = time.monotonic()
+    readiness.watch()
+    restore.stop_data_nodes(cluster)
+    drill.first = restore.restore(cluster, target=drill.moment.timestamp)
+    ready = readiness.wait(SERVING_BOUND) - drill.first_began
+    print(f"  restored to {drill.moment.timestamp} onto new data nodes: "
+          f"{len(drill.first.pets)} animals, ids from {drill.first.next_id}, serving again "
+          f"after {ready:.1f} s", file=out, flush=True)  # fmt: skip
+    drill.replayed, drill.replays_differ = _replay(cluster, key, book.ops, drill, rng)
+    cluster.repository.backup("full")
+    time.sleep(load / 2)
+
+    drill.lost_at = time.monotonic()
+    readiness.watch()
+    restore.lose_data_nodes(cluster)
+    print("  every data node lost", file=out, flush=True)
+    drill.latest = restore.restore(cluster, target=None)
+    drill.ready_after = readiness.wait(SERVING_BOUND) - drill.lost_at
+    print(f"  restored through the newest archived WAL: {len(drill.latest.pets)} animals, "
+          f"serving again after {drill.ready_after:.1f} s", file=out, flush=True)  # fmt: skip
+    cluster.repository.backup("full")
+    time.sleep(load / 3)
+
+
+def _replay(
+    cluster: Cluster, key: str, ops: list[Op], drill: Drill, rng: random.Random
+) -> tuple[int, int]:
+    """Repeat up to :data:`REPLAYS` creates acknowledged before the mistake with their
+    Idempotency-Keys; returns how many were replayed and how many answered another
+    animal."""
+    assert drill.moment is not None
+    before = [op for op in list(ops) if _acked(op) and op.ended < drill.moment.before]
+    differ = 0
+    chosen = rng.sample(before, min(REPLAYS, len(before)))
+    with client(cluster.url, key) as api:
+        for op in chosen:
+            assert op.value is not None
+            pet = api.create_pet(op.key, category_id=op.value[2], status=op.value[3],
+                                 idempotency_key=op.key)  # fmt: skip
+            differ += (pet.id, pet.name, pet.category_id, str(pet.status)) != op.value
+    return len(chosen), differ
+
+
+def _acked(op: Op) -> bool:
+    return op.kind == "create" and op.outcome == "ok" and op.value is not None
+
+
+def judge(ops: list[Op], drill: Drill, *, out: Any = sys.stdout) -> dict[str, float]:
+    """Compare the history with what each restore brought back; print the findings
+    and the last line; returns the counts."""
+    assert drill.moment is not None
+    assert drill.first is not None
+    assert drill.latest is not None
+    acked = [op for op in ops if _acked(op)]
+    moment, first = drill.moment, drill.first
+    by_id = {pet[0]: pet for pet in first.pets}
+    by_name = {op.key: op for op in ops if op.kind == "create"}
+    before = [op for op in acked if op.ended < moment.before]
+    missing = [op for op in before if op.value and op.value[0] not in by_id]
+    changed = [op for op in before if op.value and by_id.get(op.value[0], op.value) != op.value]
+    extra = [
+        pet for pet in first.pets
+        if pet[1] not in by_name or by_name[pet[1]].started > moment.after
+    ]  # fmt: skip
+    reused = _reused(acked, ops, drill.first_began) + _reused(acked, ops, drill.lost_at)
+    # What the total loss could lose: acknowledged before it, and in the database then
+    # (before the mistake, or created on the restored nodes).
+    latest = {pet[0]: pet for pet in drill.latest.pets}
+    held = [
+        op for op in acked
+        if op.value and op.ended < drill.lost_at
+        and (op.ended < moment.before or op.value[0] >= first.next_id)
+    ]  # fmt: skip
+    lost = [op for op in held if op.value and latest.get(op.value[0]) != op.value]
+    span = drill.lost_at - min((op.ended for op in lost), default=drill.lost_at)
+    for name, found in (("missing", missing), ("changed", changed), ("lost", lost)):
+        for op in found[:5]:
+            print(f"  {name}: {op.value} acknowledged at {op.ended:.2f} s", file=out)
+    for pet in extra[:5]:
+        print(f"  extra: {pet}", file=out)
+    print(f"  Idempotency-Keys used before the mistake, replayed: {drill.replayed}, "
+          f"answered another animal: {drill.replays_differ}", file=out)  # fmt: skip
+    timeout = archive_timeout()
+    print(
+        f"recovery-drill: acknowledged {len(acked)}; before the mistake: missing "
+        f"{len(missing)}, changed {len(changed) + drill.replays_differ}, extra {len(extra)}, "
+        f"ids reused {reused}; every data node lost: lost {len(lost)} acknowledged of the "
+        f"last {span:.1f} s (archive_timeout {timeout} s), serving again after "
+        f"{drill.ready_after:.1f} s",
+        file=out,
+    )
+    return {
+        "acknowledged": len(acked), "missing": len(missing),
+        "changed": len(changed) + drill.replays_differ, "extra": len(extra),
+        "reused": reused, "lost": len(lost), "span": span, "serving": drill.ready_after,
+        "replayed": drill.replayed,
+    }  # fmt: skip
+
+
+def _reused(acked: list[Op], ops: list[Op], restored_at: float) -> int:
+    """Creates that began after a restore began and were acknowledged with an id at
+    or below the highest id any client had been answered before it (D5)."""
+    seen = [
+        op.value[0] for op in ops
+        if op.value and op.ended < restored_at and op.kind in ("create", "read")
+    ]  # fmt: skip
+    highest = max(seen, default=0)
+    after = [op.value[0] for op in acked if op.started > restored_at and op.value]
+    return sum(1 for pet_id in after if pet_id <= highest)
+
+
+def archive_timeout() -> int:
+    """deploy/postgres/archiving.conf's ``archive_timeout``, in seconds."""
+    text = (DEPLOY / "postgres" / "archiving.conf").read_text()
+    found = re.search(r"^archive_timeout\s*=\s*(\d+)", text, re.MULTILINE)
+    assert found is not None
+    return int(found[1])
+
+
+def passed(counts: dict[str, float]) -> bool:
+    """Whether the drill kept D28: nothing missing, changed, extra or reused; the
+    loss within :data:`LOSS_BOUND` and serving again within :data:`SERVING_BOUND`."""
+    clean = not any(counts[name] for name in ("missing", "changed", "extra", "reused"))
+    return clean and counts["span"] <= LOSS_BOUND and counts["serving"] <= SERVING_BOUND
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line of ``make recovery-drill``."""
+    parser = argparse.ArgumentParser(prog="python -m testbed.recovery_drill", description=__doc__)
+    parser.add_argument("--workers", type=int, default=4, help="client hosts, one worker each")
+    parser.add_argument("--load", type=float, default=30, help="seconds of load before the mistake")
+    parser.add_argument("--mistakes", type=int, choices=[1, 2], default=2)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    with tempfile.TemporaryDirectory(prefix="petstore-recovery-drill-") as folder:
+        try:
+            counts = run(Path(folder), workers=args.workers, load=args.load,
+                         mistakes=args.mistakes)  # fmt: skip
+        except ServerUnavailableError as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("Interrupted: every process and test host it started is gone.", file=sys.stderr)
+            return 130
+    return 0 if passed(counts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
