@@ -157,9 +157,11 @@ class Cluster:
             self.repository.prepare()
             self.postgres.archiving = True
             self.postgres.node_env = [self.repository.node_env(i) for i in range(NODES)]
-            self.repository.start()
         self.postgres.create()
         if self.repository is not None:
+            # After create: ip netns exec gives a process a mount namespace of its
+            # own, and a server started before the nodes' small disks would not see them.
+            self.repository.start()
             self.repository.create_stanza()
             self.repository.backup("full")
         self._write_secrets()
