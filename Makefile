@@ -119,13 +119,16 @@ recovery-drill: $(STAMP) servers
 
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
-# and the live rules test) and systemd-analyze; install them when missing.
+# and the live rules test), prometheus-postgres-exporter and pgbackrest (the backup
+# alerts' live test) and systemd-analyze; install them when missing.
 operator-tools:
 	@missing=""; \
 	for tool in mmdebstrap buildah podman; do \
 	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$$missing runc"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v prometheus-postgres-exporter >/dev/null 2>&1 || missing="$$missing prometheus-postgres-exporter"; \
+	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the image, the alert tests and the unit checks..."; \

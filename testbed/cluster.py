@@ -10,7 +10,8 @@ part runs on a test host of its own (:mod:`testbed.hosts`: one network namespace
 joined by a bridge, addresses in one private /24, nothing routed out): ``lb1`` and
 ``lb2`` (HAProxy and keepalived, :mod:`testbed.balancers`: clients call their virtual
 address), ``app1``.. (the instances), ``monitor``, ``db1``..``db3``, ``redis``, ``ctl``
-(where this harness talks from) and ``client1``.. (for callers).
+(where this harness talks from), ``client1``.. (for callers) and ``backup`` (the
+pgBackRest repository the data nodes archive to, :mod:`testbed.backups`).
 
 ``up`` leaves everything running and its state in ``.cluster/`` (``make cluster``);
 ``down`` stops every process it started and checks that none is left, no port is

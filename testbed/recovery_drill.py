@@ -4,7 +4,9 @@ runs (:mod:`testbed.workload`), its history checked.
     python -m testbed.recovery_drill [--workers 4] [--load 30] [--mistakes 2]
 
 1. The deployment comes up on test hosts with its pgBackRest repository on host
-   ``backup`` and a first full backup (:class:`~testbed.cluster.Cluster`); load.
+   ``backup`` (:class:`~testbed.cluster.Cluster`); a full backup; load. (``make test``
+   runs the drill on the deployment of the short ``make chaos-network`` once its
+   faults are over: :func:`on`.)
 2. An operator's mistake at a recorded moment T: ``DELETE`` of a third of the
    animals on the primary (with ``--mistakes 2``, another third deleted later while
    the load goes on).
@@ -61,6 +63,9 @@ from testbed.processes import ServerUnavailableError, answers
 LOSS_BOUND, SERVING_BOUND = 60.0, 600.0
 #: How many Idempotency-Keys used before the mistake are replayed after the restore.
 REPLAYS = 20
+#: What the drill's workers' animals are named with (``d0-17``): never a key that
+#: a chaos run's workers on the same deployment used before.
+PREFIX = "d"
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,7 @@ class Drill:
     restore brought back, when each began, the replays' differences and the loss."""
 
     moment: Moment | None = None
+    before_drill: int = 0
     first: restore.Restored | None = None
     first_began: float = 0.0
     replays_differ: int = 0
@@ -141,37 +147,59 @@ class Drill:
 
 
 def run(
-    root: Path, *, workers: int, load: float, mistakes: int, seed: int = 54,
-    out: Any = sys.stdout,
+    root: Path, *, workers: int, load: float, mistakes: int, before_loss: float | None = None,
+    seed: int = 54, out: Any = sys.stdout,
 ) -> dict[str, float]:  # fmt: skip
-    """The drill under ``root`` with ``workers`` client hosts, ``load`` seconds of
-    load before the first mistake (and shares of it between the other steps),
-    ``mistakes`` of them (1 or 2); prints the steps and the last line, returns the
-    counts. Removes everything. Raises ServerUnavailableError when the deployment
-    does not come up or recover."""
+    """The drill (:func:`on`) on a deployment of its own on test hosts under
+    ``root``, with ``workers`` client hosts; removes everything. Raises
+    ServerUnavailableError when the deployment does not come up or recover."""
     warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
     cluster = Cluster(root, instances=2, on_hosts=True, clients=workers)
-    drill = Drill()
-    rng = random.Random(seed)
     try:
         began = time.monotonic()
         key = cluster.up()
         print(f"Test hosts up, stanza created, full backup taken in "
               f"{time.monotonic() - began:.1f} s: {cluster.url}", file=out, flush=True)  # fmt: skip
-        with cluster.harness(), workload.load(cluster, key, workers) as book:
-            try:
-                _steps(cluster, key, book, drill, rng, load=load, mistakes=mistakes, out=out)
-            except BaseException:  # down before the workers are joined: they end at once
-                cluster.down()
-                raise
+        with cluster.harness():
+            return on(cluster, key, workers=workers, load=load, mistakes=mistakes,
+                      before_loss=before_loss, seed=seed, out=out)  # fmt: skip
     finally:
         cluster.down()
+
+
+def on(
+    cluster: Cluster, key: str, *, workers: int, load: float, mistakes: int,
+    before_loss: float | None = None, seed: int = 54, out: Any = sys.stdout,
+) -> dict[str, float]:  # fmt: skip
+    """The drill on ``cluster`` (up, on test hosts, with its repository; called in
+    its harness's host) with ``key``: a full backup, then ``workers`` workers (on hosts
+    ``client1``..) for the rest; ``load`` seconds of load before the first mistake
+    (and shares of it between the other steps), ``mistakes`` of them (1 or 2), and
+    ``before_loss`` seconds between the backup after the first restore and the loss
+    (None: archive_timeout and a random share of it more). Prints the steps and the
+    last line; returns the counts. On an error the cluster is taken down at once (so
+    that the workers end) and the error raised: ServerUnavailableError when the
+    deployment does not recover."""
+    assert cluster.repository is not None
+    drill = Drill()
+    rng = random.Random(seed)
+    cluster.repository.backup("full")
+    with psycopg.connect(cluster.postgres.url) as connection:  # what was there before
+        row = connection.execute("SELECT coalesce(max(id), 0) FROM pets").fetchone()
+    drill.before_drill = row[0] if row else 0
+    with workload.load(cluster, key, workers, prefix=PREFIX) as book:
+        try:
+            _steps(cluster, key, book, drill, rng, load=load, mistakes=mistakes,
+                   before_loss=before_loss, out=out)  # fmt: skip
+        except BaseException:  # down before the workers are joined: they end at once
+            cluster.down()
+            raise
     return judge(book.ops, drill, out=out)
 
 
 def _steps(
     cluster: Cluster, key: str, book: workload.Recorder, drill: Drill, rng: random.Random,
-    *, load: float, mistakes: int, out: Any,
+    *, load: float, mistakes: int, before_loss: float | None, out: Any,
 ) -> None:  # fmt: skip
     readiness = Readiness(cluster)
     assert cluster.repository is not None
@@ -194,8 +222,11 @@ def _steps(
           f"{len(drill.first.pets)} animals, ids from {drill.first.next_id}, serving again "
           f"after {ready:.1f} s", file=out, flush=True)  # fmt: skip
     drill.replayed, drill.replays_differ = _replay(cluster, key, book.ops, drill, rng)
-    cluster.repository.backup("full")
-    time.sleep(load / 2)
+    cluster.repository.backup("full")  # the guide's last step; it switches the WAL too
+    # Past the backup's switch, at a moment drawn within archive_timeout's period,
+    # unless told: what a loss finds not yet archived is then any share of it.
+    timeout = archive_timeout()
+    time.sleep(before_loss if before_loss is not None else timeout + rng.uniform(0, timeout))
 
     drill.lost_at = time.monotonic()
     readiness.watch()
@@ -207,6 +238,9 @@ def _steps(
           f"serving again after {drill.ready_after:.1f} s", file=out, flush=True)  # fmt: skip
     cluster.repository.backup("full")
     time.sleep(load / 3)
+    info = cluster.repository.info()
+    print(f"  repository: {len(info['backup'])} backups, WAL archived through "
+          f"{info['archive'][-1]['max']}", file=out)  # fmt: skip
 
 
 def _replay(
@@ -245,9 +279,12 @@ def judge(ops: list[Op], drill: Drill, *, out: Any = sys.stdout) -> dict[str, fl
     before = [op for op in acked if op.ended < moment.before]
     missing = [op for op in before if op.value and op.value[0] not in by_id]
     changed = [op for op in before if op.value and by_id.get(op.value[0], op.value) != op.value]
+    # Created after the mistake: by the workers, or by no one we know of (an animal
+    # that was there before the drill is neither).
     extra = [
         pet for pet in first.pets
-        if pet[1] not in by_name or by_name[pet[1]].started > moment.after
+        if (pet[1] in by_name and by_name[pet[1]].started > moment.after)
+        or (pet[1] not in by_name and pet[0] > drill.before_drill)
     ]  # fmt: skip
     reused = _reused(acked, ops, drill.first_began) + _reused(acked, ops, drill.lost_at)
     # What the total loss could lose: acknowledged before it, and in the database then
@@ -321,12 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="client hosts, one worker each")
     parser.add_argument("--load", type=float, default=30, help="seconds of load before the mistake")
     parser.add_argument("--mistakes", type=int, choices=[1, 2], default=2)
+    parser.add_argument(
+        "--before-loss", type=float, default=None,
+        help="seconds from the backup after the first restore to the loss "
+        "(default: archive_timeout and a random share of it more)",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, default=54, help="the drawn moments' seed")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="petstore-recovery-drill-") as folder:
         try:
             counts = run(Path(folder), workers=args.workers, load=args.load,
-                         mistakes=args.mistakes)  # fmt: skip
+                         mistakes=args.mistakes, before_loss=args.before_loss,
+                         seed=args.seed)  # fmt: skip
         except ServerUnavailableError as exc:
             print(f"Error: {exc}", file=sys.stderr)
             return 2

@@ -114,9 +114,11 @@ def _recover_apart(pg: PostgresNodes) -> Restored:
     socket.mkdir(exist_ok=True)
     shutil.chown(socket, pg.hosts.postgres or "root", pg.hosts.postgres or "root")
     pgdata = pg.pgdata("node1")
+    # Its own port: the restored configuration is that of the node the backup was
+    # taken from, which may have been another.
     options = (
         f"-c listen_addresses='' -c unix_socket_directories='{socket}' "
-        "-c synchronous_standby_names=''"
+        f"-c port={pg.node_ports[0]} -c synchronous_standby_names=''"
     )
     pg_ctl = program("pg_ctl", package="postgresql")
     env = {**os.environ, **pg.node_env[0]}  # its archive_command's configuration
