@@ -336,15 +336,18 @@ class Cluster:
 
     def down(self) -> None:
         """Stop everything: SIGCONT and SIGTERM to all at once, then up to 10 s for each
-        to end (HAProxy and the instances first, the database last); then unmount the
-        small disks and remove the test hosts."""
-        daemons = self.daemons()
-        for daemon in daemons:
-            kill_group(daemon.pid, signal.SIGCONT)  # a paused part could not end
-            daemon.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for daemon in daemons:
-            daemon.reap(deadline - time.monotonic())
+        to end (HAProxy and the instances first, the database last), then the same
+        for the backup repository's servers; then unmount the small disks and remove
+        the test hosts."""
+        archive = self.repository.daemons() if self.repository is not None else []
+        # The repository's servers last: a stopping PostgreSQL archives what is left.
+        for daemons in ([d for d in self.daemons() if d not in archive], archive):
+            for daemon in daemons:
+                kill_group(daemon.pid, signal.SIGCONT)  # a paused part could not end
+                daemon.signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            for daemon in daemons:
+                daemon.reap(deadline - time.monotonic())
         self.instances = [None] * len(self.instances)
         self.balancers.forget()
         self.redis = self.postgres.monitor = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -168,18 +169,24 @@ class PostgresNodes:
         directory, or a restored one that it registers as the primary); returns once
         the others are its secondaries and the formation has ``number_sync_standbys
         = 1``. Raises ServerUnavailableError."""
-        for index in range(NODES):
-            self._create_node(index)
-            self.start_node(index)
-            name = f"node{index + 1}"
-            wait_for(lambda: name in self.states(), what=name)  # noqa: B023 - called at once
-            if index == 0:
-                wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
+        self._create_and_start(0)
+        wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
+        # The secondaries at once: each copies the primary on its own.
+        with ThreadPoolExecutor(NODES - 1) as pool:
+            for done in [pool.submit(self._create_and_start, i) for i in range(1, NODES)]:
+                done.result()
         self.wait_until_replicated(seconds=120)
         self._autoctl(
             "db1", "set", "formation", "number-sync-standbys", "--pgdata",
             str(self.pgdata("node1")), "1",
         )  # fmt: skip
+
+    def _create_and_start(self, index: int) -> None:
+        """Create node ``index``, start it, and wait until the monitor knows it."""
+        self._create_node(index)
+        self.start_node(index)
+        name = f"node{index + 1}"
+        wait_for(lambda: name in self.states(), what=name)
 
     def _create_node(self, index: int) -> None:
         """``pg_autoctl create postgres`` for node ``index`` (of a data directory that

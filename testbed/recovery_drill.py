@@ -217,10 +217,12 @@ def _steps(
     readiness.watch()
     restore.stop_data_nodes(cluster)
     drill.first = restore.restore(cluster, target=drill.moment.timestamp)
+    replicating = time.monotonic() - drill.first_began
     ready = readiness.wait(SERVING_BOUND) - drill.first_began
     print(f"  restored to {drill.moment.timestamp} onto new data nodes: "
           f"{len(drill.first.pets)} animals, ids from {drill.first.next_id}, serving again "
-          f"after {ready:.1f} s", file=out, flush=True)  # fmt: skip
+          f"after {ready:.1f} s, three nodes replicating after {replicating:.1f} s",
+          file=out, flush=True)  # fmt: skip
     drill.replayed, drill.replays_differ = _replay(cluster, key, book.ops, drill, rng)
     cluster.repository.backup("full")  # the guide's last step; it switches the WAL too
     # Past the backup's switch, at a moment drawn within archive_timeout's period,
@@ -233,9 +235,11 @@ def _steps(
     restore.lose_data_nodes(cluster)
     print("  every data node lost", file=out, flush=True)
     drill.latest = restore.restore(cluster, target=None)
+    replicating = time.monotonic() - drill.lost_at
     drill.ready_after = readiness.wait(SERVING_BOUND) - drill.lost_at
     print(f"  restored through the newest archived WAL: {len(drill.latest.pets)} animals, "
-          f"serving again after {drill.ready_after:.1f} s", file=out, flush=True)  # fmt: skip
+          f"serving again after {drill.ready_after:.1f} s, three nodes replicating after "
+          f"{replicating:.1f} s", file=out, flush=True)  # fmt: skip
     cluster.repository.backup("full")
     time.sleep(load / 3)
     info = cluster.repository.info()

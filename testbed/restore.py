@@ -12,11 +12,12 @@
    it before step 4; once recovery has promoted it, its animals are read
    (:class:`Restored`).
 4. The id counter is moved past every id the old nodes may have issued (D5):
-   the highest id restored plus :data:`ID_MARGIN`.
+   the highest id restored plus :data:`ID_MARGIN`; the recovery settings pgBackRest
+   wrote are removed (:data:`RECOVERY_SETTINGS`).
 5. It is stopped and registered with ``pg_autoctl create postgres`` as it is (the
    primary); nodes 2 and 3 are created empty and copy it (secondaries); the instances
    reconnect through their multi-host URL by themselves.
-6. A full backup of the new nodes is taken.
+6. A full backup of the new nodes is taken (by the caller, :mod:`testbed.recovery_drill`).
 """
 
 from __future__ import annotations

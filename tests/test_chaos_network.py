@@ -49,7 +49,7 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
     out, drill_out, drilled = io.StringIO(), io.StringIO(), {}
 
     def drill(cluster: Cluster, key: str) -> None:  # on the same deployment, healed
-        drilled.update(recovery_drill.on(cluster, key, workers=3, load=8, mistakes=1,
+        drilled.update(recovery_drill.on(cluster, key, workers=3, load=5, mistakes=1,
                                          before_loss=5, out=drill_out))  # fmt: skip
 
     counts = chaos_network.run(
