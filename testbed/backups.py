@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from testbed.balancers import accepts
 from testbed.hosts import Loopback
 from testbed.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
@@ -138,8 +139,6 @@ class Repository:
 
     def start_server(self, host: str) -> Daemon:
         """``pgbackrest server`` on ``host``; returns it once it accepts connections."""
-        from testbed.balancers import accepts
-
         daemon = Daemon(
             self.hosts.run_in(host, [self.pgbackrest, f"--config={self.config(host)}", "server"],
                               user=self.hosts.postgres),

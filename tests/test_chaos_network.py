@@ -31,7 +31,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from testbed import chaos_network, disks, faults, hosts, recovery_drill
+from testbed import chaos_network, disks, faults, hosts, recovery_check, recovery_drill
 from testbed.cluster import Cluster
 
 
@@ -101,9 +101,9 @@ def check_the_short_drill(counts: dict[str, float], lines: list[str]) -> None:
     for anomaly in ("missing", "changed", "extra", "reused"):
         assert counts[anomaly] == 0, anomaly
     assert counts["replayed"] == recovery_drill.REPLAYS
-    assert counts["span"] <= recovery_drill.LOSS_BOUND
-    assert 0 < counts["serving"] <= recovery_drill.SERVING_BOUND
-    assert recovery_drill.passed(counts)
+    assert counts["span"] <= recovery_check.LOSS_BOUND
+    assert 0 < counts["serving"] <= recovery_check.SERVING_BOUND
+    assert recovery_check.passed(counts)
     assert re.fullmatch(
         rf"recovery-drill: acknowledged {counts['acknowledged']}; before the mistake: "
         r"missing 0, changed 0, extra 0, ids reused 0; every data node lost: lost \d+ "
