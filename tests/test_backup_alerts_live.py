@@ -86,11 +86,13 @@ def test_the_exporter_exposes_what_the_backup_alerts_read(
         for sub in ("repo", "spool", "lock", "log"):
             (folder / sub).mkdir()
             give_to_postgres(folder / sub)
+        # archive-push synchronous here (deploy/'s is asynchronous): no detached
+        # process outlives the test.
         config.write_text(
             "[global]\n"
             f"repo1-path={folder / 'repo'}\nspool-path={folder / 'spool'}\n"
             f"lock-path={folder / 'lock'}\nlog-path={folder / 'log'}\n"
-            "archive-async=y\nstart-fast=y\nlog-level-console=warn\n"
+            "start-fast=y\nlog-level-console=warn\n"
             f"[petstore]\npg1-path={data}\npg1-port={port}\npg1-socket-path={sockets}\n"
         )
         give_to_postgres(config)

@@ -1,9 +1,9 @@
-"""``petstore db backup PATH``: an online copy of the embedded SQLite database (D28,
-the single-host deployment), through SQLite's backup API (``sqlite3.Connection.backup``,
-what the ``sqlite3`` tool's ``.backup`` runs), opened the way the service opens its
-file. The copy is one consistent snapshot, commits still in the ``-wal`` file
-included, and the service goes on reading and writing meanwhile (docs/operations/
-recover.md section 8).
+"""``petstore db backup PATH`` (:func:`db_backup`): an online copy of the embedded
+SQLite database (D28, the single-host deployment), through SQLite's backup API
+(``sqlite3.Connection.backup``, what the ``sqlite3`` tool's ``.backup`` runs), opened
+the way the service opens its file. The copy is one consistent snapshot, commits
+still in the ``-wal`` file included, and the service goes on reading and writing
+meanwhile (docs/operations/recover.md section 8).
 
 The copy is written next to ``PATH`` under a temporary name, checked (``PRAGMA
 integrity_check``), flushed to disk and only then renamed to ``PATH``: a failed or
@@ -18,6 +18,9 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import click
+
+from petstore.cli.store import settings_or_usage_error
 from petstore.server.store.sqlite_connections import connect
 
 #: Pages copied per step: between steps the source is unlocked, so that the
@@ -69,3 +72,26 @@ def _sync_folder(folder: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+@click.command("backup")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def db_backup(path: Path) -> None:
+    """Copy the embedded SQLite database to the new file PATH while the service runs.
+
+    One consistent snapshot through SQLite's online backup (what the sqlite3 tool's
+    .backup makes), checked with PRAGMA integrity_check before it is named PATH.
+    Refuses an existing PATH. PostgreSQL is backed up with pgBackRest
+    (docs/operations/recover.md section 8).
+    """
+    settings = settings_or_usage_error()
+    if settings.sqlite_path is None:
+        raise click.UsageError(
+            "petstore db backup copies an embedded SQLite database; back PostgreSQL up "
+            "with pgBackRest (docs/operations/recover.md section 8)"
+        )
+    try:
+        pets = backup(settings.sqlite_path, path)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Backed up {settings.sqlite_path} to {path}: {pets} animals, integrity ok.")

@@ -13,7 +13,6 @@ import socket
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import click
@@ -222,29 +221,6 @@ def db_upgrade() -> None:
     click.echo(f"Database is at revision {migrate.head_revision()}.")
 
 
-@db_group.command("backup")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def db_backup(path: Path) -> None:
-    """Copy the embedded SQLite database to the new file PATH while the service runs.
-
-    One consistent snapshot through SQLite's online backup (what the sqlite3 tool's
-    .backup makes), checked with PRAGMA integrity_check before it is named PATH.
-    Refuses an existing PATH. PostgreSQL is backed up with pgBackRest
-    (docs/operations/recover.md section 8).
-    """
-    settings = settings_or_usage_error()
-    if settings.sqlite_path is None:
-        raise click.UsageError(
-            "petstore db backup copies an embedded SQLite database; back PostgreSQL up "
-            "with pgBackRest (docs/operations/recover.md section 8)"
-        )
-    try:
-        pets = backup.backup(settings.sqlite_path, path)
-    except backup.BackupError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"Backed up {settings.sqlite_path} to {path}: {pets} animals, integrity ok.")
-
-
 @main.command()
 def openapi() -> None:
     """Print the served OpenAPI document (JSON)."""
@@ -253,5 +229,6 @@ def openapi() -> None:
     click.echo(json.dumps(openapi_document(settings_or_usage_error()), indent=2))
 
 
+db_group.add_command(backup.db_backup)
 main.add_command(keys_group)
 main.add_command(pets_group)
