@@ -95,6 +95,8 @@ servers:
 	command -v keepalived >/dev/null 2>&1 || missing="$$missing keepalived"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
@@ -117,15 +119,23 @@ chaos: $(STAMP) servers
 chaos-network: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.chaos_network $(ARGS)
 
+## recovery-drill: D28 on test hosts under load: an operator's mistake undone by a restore to the moment before it (pgBackRest), then every data node lost and restored to the latest point; at most 15 minutes (make recovery-drill ARGS="--load 60")
+.PHONY: recovery-drill
+recovery-drill: $(STAMP) servers
+	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.recovery_drill $(ARGS)
+
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
-# and the live rules test) and systemd-analyze; install them when missing.
+# and the live rules test), prometheus-postgres-exporter and pgbackrest (the backup
+# alerts' live test) and systemd-analyze; install them when missing.
 operator-tools:
 	@missing=""; \
 	for tool in mmdebstrap buildah podman; do \
 	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$$missing runc"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v prometheus-postgres-exporter >/dev/null 2>&1 || missing="$$missing prometheus-postgres-exporter"; \
+	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the image, the alert tests and the unit checks..."; \

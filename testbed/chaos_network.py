@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -52,12 +53,15 @@ from testbed.processes import ServerUnavailableError
 def run(
     root: Path, *, seed: int, duration: float, workers: int, kinds: list[str], hold: float,
     settle: float, instances: int = 3, overlap: bool = False, out: Any = sys.stdout,
+    then: Callable[[Cluster, str], object] | None = None,
 ) -> dict[str, int]:  # fmt: skip
     """Bring the deployment up on test hosts under ``root``, run the schedule for
     about ``duration`` seconds (at least one of each of ``kinds``; with ``overlap``
     half of the kinds drawn run together with a partner, :mod:`testbed.overlap`),
-    heal, check, print the tables and the last line; returns the counts. Removes
-    everything."""
+    heal, check, print the tables and the last line; returns the counts. With
+    ``then``, calls it with the healed deployment and the workers' key once the final
+    state is read (``make test``'s short recovery drill, :mod:`testbed.recovery_drill`).
+    Removes everything."""
     warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
     rng = random.Random(seed)
     print(f"chaos-network seed {seed}: replay with --seed {seed}", file=out, flush=True)
@@ -83,6 +87,8 @@ def run(
             if not broken:  # every worker has stopped: the final state is final
                 stored = _stored(cluster, key)
                 views = {**node_states(cluster.postgres), "service": stored}
+                if then is not None:
+                    then(cluster, key)
         if broken:
             print(f"The deployment did not recover: {broken}", file=out)
             _keep_logs(root, out)

@@ -10,7 +10,8 @@ part runs on a test host of its own (:mod:`testbed.hosts`: one network namespace
 joined by a bridge, addresses in one private /24, nothing routed out): ``lb1`` and
 ``lb2`` (HAProxy and keepalived, :mod:`testbed.balancers`: clients call their virtual
 address), ``app1``.. (the instances), ``monitor``, ``db1``..``db3``, ``redis``, ``ctl``
-(where this harness talks from) and ``client1``.. (for callers).
+(where this harness talks from), ``client1``.. (for callers) and ``backup`` (the
+pgBackRest repository the data nodes archive to, :mod:`testbed.backups`).
 
 ``up`` leaves everything running and its state in ``.cluster/`` (``make cluster``);
 ``down`` stops every process it started and checks that none is left, no port is
@@ -33,6 +34,7 @@ from pathlib import Path
 import httpx
 from dotenv import dotenv_values
 
+from testbed import backups
 from testbed import hosts as test_hosts
 from testbed.balancers import Balancers, accepts
 from testbed.failover import NODES, PostgresNodes
@@ -61,7 +63,9 @@ class Cluster:
     ``on_hosts`` every part runs on a test host of its own (and ``clients`` hosts for
     callers), else on 127.0.0.1. ``overrides`` are instance settings that win over
     the environment file. With ``disk_size`` (``2g``) each data node's folder is a small
-    disk of its own (:mod:`testbed.disks`)."""
+    disk of its own (:mod:`testbed.disks`). On test hosts the data nodes archive their
+    WAL to a pgBackRest repository on host ``backup`` (D28, :mod:`testbed.backups`),
+    which takes a first full backup once the nodes replicate."""
 
     def __init__(
         self,
@@ -79,6 +83,7 @@ class Cluster:
         balancers = ["lb1", "lb2"] if on_hosts else ["lb"]
         names = [*balancers, *(f"app{i + 1}" for i in range(instances)), "monitor",
                  *(f"db{i + 1}" for i in range(NODES)), "redis", "ctl",
+                 *([backups.HOST] if on_hosts else []),
                  *(f"client{i + 1}" for i in range(clients))]  # fmt: skip
         self.hosts = test_hosts.Network(names) if on_hosts else test_hosts.Loopback(names)
         if on_hosts:  # each on a host of its own; PostgreSQL's ports differ all the same
@@ -91,6 +96,14 @@ class Cluster:
             self.instance_ports = [free_port() for _ in range(instances)]
             pg_ports = [free_port() for _ in range(NODES + 1)]
         self.postgres = PostgresNodes(root, hosts=self.hosts, ports=pg_ports, disk_size=disk_size)
+        self.repository = (
+            backups.Repository(
+                root, self.hosts, nodes=[f"db{i + 1}" for i in range(NODES)],
+                ports=pg_ports[1:], pgdata=lambda i: self.postgres.pgdata(f"node{i + 1}"),
+            )
+            if on_hosts
+            else None
+        )  # fmt: skip
         self.overrides = overrides or {}
         self.instances: list[Daemon | None] = [None] * instances
         self.redis: Daemon | None = None
@@ -141,7 +154,17 @@ class Cluster:
 
     def _start(self) -> str:
         self.start_redis()
+        if self.repository is not None:
+            self.repository.prepare()
+            self.postgres.archiving = True
+            self.postgres.node_env = [self.repository.node_env(i) for i in range(NODES)]
         self.postgres.create()
+        if self.repository is not None:
+            # After create: ip netns exec gives a process a mount namespace of its
+            # own, and a server started before the nodes' small disks would not see them.
+            self.repository.start()
+            self.repository.create_stanza()
+            self.repository.backup("full")
         self._write_secrets()
         self._petstore("db", "upgrade")
         key = self.create_key("load", "100000/second")
@@ -292,7 +315,8 @@ class Cluster:
     def daemons(self) -> list[Daemon]:
         """Everything running now."""
         parts = [*self.balancers.daemons(), *self.instances, self.redis]
-        return [d for d in parts if d is not None] + self.postgres.daemons()
+        archive = self.repository.daemons() if self.repository is not None else []
+        return [d for d in parts if d is not None] + self.postgres.daemons() + archive
 
     def ports(self) -> list[int]:
         """Every loopback port the topology listens on."""
@@ -312,19 +336,24 @@ class Cluster:
 
     def down(self) -> None:
         """Stop everything: SIGCONT and SIGTERM to all at once, then up to 10 s for each
-        to end (HAProxy and the instances first, the database last); then unmount the
-        small disks and remove the test hosts."""
-        daemons = self.daemons()
-        for daemon in daemons:
-            kill_group(daemon.pid, signal.SIGCONT)  # a paused part could not end
-            daemon.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for daemon in daemons:
-            daemon.reap(deadline - time.monotonic())
+        to end (HAProxy and the instances first, the database last), then the same
+        for the backup repository's servers; then unmount the small disks and remove
+        the test hosts."""
+        archive = self.repository.daemons() if self.repository is not None else []
+        # The repository's servers last: a stopping PostgreSQL archives what is left.
+        for daemons in ([d for d in self.daemons() if d not in archive], archive):
+            for daemon in daemons:
+                kill_group(daemon.pid, signal.SIGCONT)  # a paused part could not end
+                daemon.signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            for daemon in daemons:
+                daemon.reap(deadline - time.monotonic())
         self.instances = [None] * len(self.instances)
         self.balancers.forget()
         self.redis = self.postgres.monitor = None
         self.postgres.nodes = [None] * NODES
+        if self.repository is not None:
+            self.repository.servers = dict.fromkeys(self.repository.servers)
         for disk in self.postgres.disks:
             disk.unmount()
         self.hosts.down()

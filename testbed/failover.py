@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,11 @@ class PostgresNodes:
         self.pg_autoctl = program("pg_autoctl", package=_PACKAGE)
         # Resolved: pg_autoctl looks for PostgreSQL's other programs next to pg_ctl.
         self.pg_ctl = os.path.realpath(program("pg_ctl", package="postgresql"))
+        #: What each node's processes get in their environment on top of
+        #: :meth:`_env` (the archive's configuration, :mod:`testbed.backups`).
+        self.node_env: list[dict[str, str]] = [{} for _ in range(NODES)]
+        #: Whether each node includes deploy/postgres/archiving.conf (D28).
+        self.archiving = False
 
     def pgdata(self, name: str) -> Path:
         """The data directory of ``monitor`` or ``node<N>``; a node's is in a folder
@@ -104,18 +110,21 @@ class PostgresNodes:
 
     def _autoctl(self, host: str, *args: str) -> None:
         argv = self.hosts.run_in(host, [self.pg_autoctl, *args], user=self.hosts.postgres)
-        result = subprocess.run(  # noqa: S603 - our own argv
-            argv, env=self._env(), capture_output=True, text=True, check=False
-        )
+        try:
+            result = subprocess.run(  # noqa: S603 - our own argv
+                argv, env=self._env(), capture_output=True, text=True, check=False, timeout=300
+            )
+        except subprocess.TimeoutExpired:  # a create waiting for a primary that never comes
+            raise ServerUnavailableError(f"pg_autoctl {args[0]} {args[1]}: over 300 s") from None
         if result.returncode != 0:
             raise ServerUnavailableError(f"pg_autoctl {args[0]} {args[1]}: {result.stderr}")
 
-    def _run(self, host: str, name: str) -> Daemon:
+    def _run(self, host: str, name: str, env: dict[str, str] | None = None) -> Daemon:
         argv = [self.pg_autoctl, "run", "--pgdata", str(self.pgdata(name))]
         return Daemon(
             self.hosts.run_in(host, argv, user=self.hosts.postgres),
             log=self.root / f"{name}.log",
-            env=self._env(),
+            env={**self._env(), **(env or {})},
         )
 
     def _trust_the_hosts(self, pgdata: Path) -> None:
@@ -149,28 +158,39 @@ class PostgresNodes:
             "monitor", "config", "set", "--pgdata", str(pgdata),
             "postgresql.listen_addresses", address,
         )  # fmt: skip
-        conf = pgdata / "petstore-monitor.conf"
-        shutil.copyfile(DEPLOY / "postgres" / "monitor.conf", conf)
-        give_to_postgres(conf)
-        with (pgdata / "postgresql.conf").open("a") as out:
-            out.write("include 'petstore-monitor.conf'\n")
+        _include(pgdata, DEPLOY / "postgres" / "monitor.conf", "petstore-monitor.conf")
         self._trust_the_hosts(pgdata)
         self.monitor = self._run("monitor", "monitor")
         wait_for(self._monitor_answers, what="the pg_auto_failover monitor")
-        for index in range(NODES):
-            self._create_node(index)
-            self.start_node(index)
-            name = f"node{index + 1}"
-            wait_for(lambda: name in self.states(), what=name)  # noqa: B023 - called at once
-            if index == 0:
-                wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
+        self.create_nodes()
+
+    def create_nodes(self) -> None:
+        """Create and start the data nodes, node 1 first (from an empty data
+        directory, or a restored one that it registers as the primary); returns once
+        the others are its secondaries and the formation has ``number_sync_standbys
+        = 1``. Raises ServerUnavailableError."""
+        self._create_and_start(0)
+        wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
+        # The secondaries at once: each copies the primary on its own.
+        with ThreadPoolExecutor(NODES - 1) as pool:
+            for done in [pool.submit(self._create_and_start, i) for i in range(1, NODES)]:
+                done.result()
         self.wait_until_replicated(seconds=120)
         self._autoctl(
             "db1", "set", "formation", "number-sync-standbys", "--pgdata",
             str(self.pgdata("node1")), "1",
         )  # fmt: skip
 
+    def _create_and_start(self, index: int) -> None:
+        """Create node ``index``, start it, and wait until the monitor knows it."""
+        self._create_node(index)
+        self.start_node(index)
+        name = f"node{index + 1}"
+        wait_for(lambda: name in self.states(), what=name)
+
     def _create_node(self, index: int) -> None:
+        """``pg_autoctl create postgres`` for node ``index`` (of a data directory that
+        is empty, or a restored one it registers as it is), then our settings."""
         name, host = f"node{index + 1}", f"db{index + 1}"
         pgdata = self.pgdata(name)
         monitor = self.monitor_url.replace("postgres@", "autoctl_node@")
@@ -187,6 +207,8 @@ class PostgresNodes:
         except ServerUnavailableError:  # once in CI: a standby's PostgreSQL not up in time
             self._autoctl(*create)  # pg_autoctl continues a failed create where it stopped
         self._trust_the_hosts(pgdata)
+        if self.archiving:
+            _include(pgdata, DEPLOY / "postgres" / "archiving.conf", "petstore-archiving.conf")
         for line in (DEPLOY / "postgres" / "keeper.conf").read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 key, value = (part.strip() for part in line.split("=", 1))
@@ -257,7 +279,23 @@ class PostgresNodes:
 
     def start_node(self, index: int) -> None:
         """Start node ``index``'s keeper (and so its PostgreSQL)."""
-        self.nodes[index] = self._run(f"db{index + 1}", f"node{index + 1}")
+        self.nodes[index] = self._run(f"db{index + 1}", f"node{index + 1}", self.node_env[index])
+
+    def forget_nodes(self) -> None:
+        """Drop every data node from the monitor (``pg_autoctl drop node --force``)
+        and remove what their keepers kept (configuration and state), so that new
+        nodes can be created in their place; their keepers must be stopped."""
+        monitor = self.monitor_url.replace("postgres@", "autoctl_node@") + "?sslmode=disable"
+        for index in range(NODES):
+            name = f"node{index + 1}"
+            if name in self.states():
+                self._autoctl("monitor", "drop", "node", "--monitor", monitor, "--name", name,
+                              "--force")  # fmt: skip
+            for kept in ("config", "share"):
+                shutil.rmtree(
+                    self.root / "pg" / kept / "pg_autoctl" / self.pgdata(name).relative_to("/"),
+                    ignore_errors=True,
+                )
 
     def kill_node(self, index: int) -> None:
         """SIGKILL node ``index``'s keeper and PostgreSQL at once: a lost host."""
@@ -287,6 +325,18 @@ class PostgresNodes:
     def daemons(self) -> list[Daemon]:
         """Everything running: the monitor and the nodes that are up."""
         return [d for d in (self.monitor, *self.nodes) if d is not None]
+
+
+def _include(pgdata: Path, source: Path, name: str) -> None:
+    """Copy ``source`` into ``pgdata`` as ``name`` and include it from its
+    postgresql.conf, once (a secondary's copy of the primary's may include it)."""
+    conf = pgdata / name
+    shutil.copyfile(source, conf)
+    give_to_postgres(conf)
+    main = pgdata / "postgresql.conf"
+    if f"include '{name}'" not in main.read_text():
+        with main.open("a") as out:
+            out.write(f"include '{name}'\n")
 
 
 def _ask(url: str, query: str) -> tuple[Any, ...] | None:

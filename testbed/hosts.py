@@ -191,8 +191,10 @@ class Network(Loopback):
             raise
 
     def down(self) -> list[str]:
-        """Delete every host and the switch; returns what is left (nothing, normally)."""
-        return remove_all()
+        """Kill what still runs in a host (pgBackRest's archive-push detaches from
+        the PostgreSQL that started it), then delete every host and the switch;
+        returns what is left (nothing, normally)."""
+        return remove_all(kill=True)
 
     def run_in(self, name: str, argv: list[str], *, user: str | None = None) -> list[str]:
         """``argv`` run inside host ``name`` (as ``user`` when given): ``ip netns

@@ -88,8 +88,11 @@ def _outcome(exc: PetstoreClientError) -> tuple[str, int]:
     return ("failed", exc.status) if exc.status is not None else ("unknown", 0)
 
 
-def worker(index: int, cluster: Cluster, key: str, book: Recorder, stop: threading.Event) -> None:
-    """On host ``client<index+1>``: the operations of the module's mix until ``stop``."""
+def worker(
+    index: int, cluster: Cluster, key: str, book: Recorder, stop: threading.Event, prefix: str = "w"
+) -> None:
+    """On host ``client<index+1>``: the operations of the module's mix until ``stop``;
+    its animals are named (and keyed) ``<prefix><index>-<n>``."""
     rng = random.Random(index)
     trace = _Trace()
     assert isinstance(cluster.hosts, Network)
@@ -100,7 +103,7 @@ def worker(index: int, cluster: Cluster, key: str, book: Recorder, stop: threadi
                 return
             what = ("create",) * 6 + ("read",) * 2 + ("list",) * 2
             kind = what[n % 10] if book.acknowledged else "create"
-            book.ops.append(_one(api, kind, index, n, rng, book, trace))
+            book.ops.append(_one(api, kind, index, n, rng, book, trace, prefix))
 
 
 def _create_status(rng: random.Random) -> PetStatus:
@@ -111,11 +114,12 @@ def _create_status(rng: random.Random) -> PetStatus:
 
 
 def _one(
-    api: Any, kind: str, index: int, n: int, rng: random.Random, book: Recorder, trace: _Trace
-) -> Op:
+    api: Any, kind: str, index: int, n: int, rng: random.Random, book: Recorder, trace: _Trace,
+    prefix: str,
+) -> Op:  # fmt: skip
     """One operation of worker ``index``, recorded whatever its outcome."""
     started, outcome, code = time.monotonic(), "ok", 0
-    name, asked, status, after = f"w{index}-{n}", 0, str(rng.choice(_STATUSES)), 0
+    name, asked, status, after = f"{prefix}{index}-{n}", 0, str(rng.choice(_STATUSES)), 0
     value: Pet | None = None
     trace.clear()
     try:
@@ -174,12 +178,12 @@ def _walk(
 
 
 @contextmanager
-def load(cluster: Cluster, key: str, workers: int) -> Iterator[Recorder]:
+def load(cluster: Cluster, key: str, workers: int, *, prefix: str = "w") -> Iterator[Recorder]:
     """``workers`` threads of :func:`worker` (on hosts ``client1``..) for as long as
-    the block runs; the recorder they fill."""
+    the block runs, naming their animals with ``prefix``; the recorder they fill."""
     book, stop = Recorder(), threading.Event()
     threads = [
-        threading.Thread(target=worker, args=(i, cluster, key, book, stop), daemon=True)
+        threading.Thread(target=worker, args=(i, cluster, key, book, stop, prefix), daemon=True)
         for i in range(workers)
     ]
     for thread in threads:

@@ -67,10 +67,11 @@ def _stopped_at_exit(daemon: Daemon, *, root: Path, signum: int = signal.SIGTERM
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
+def postgres_server(**extra: object) -> Iterator[str]:
     """A fresh PostgreSQL cluster on a free loopback port for as long as the block
-    runs; yields the URL of its ``postgres`` database (user ``postgres``, trust).
-    Raises ServerUnavailableError when the binaries are missing or it cannot start."""
+    runs, with the settings ``extra`` on top of the suite's; yields the URL of its
+    ``postgres`` database (user ``postgres``, trust). Raises ServerUnavailableError
+    when the binaries are missing or it cannot start."""
     initdb, postgres = program("initdb", package=_HINT), program("postgres", package=_HINT)
     user = postgres_user()
     root = Path(tempfile.mkdtemp(prefix="petstore-test-postgres-"))
@@ -89,7 +90,7 @@ def postgres_server() -> Iterator[str]:
         settings = {
             "listen_addresses": "127.0.0.1", "port": port, "unix_socket_directories": root,
             "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
-            "max_connections": 300,
+            "max_connections": 300, **extra,
         }  # fmt: skip
         options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
         daemon = start(

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus"
 RUNBOOKS = ROOT / "docs" / "operations" / "monitor.md"
 #: The promtool unit test files (the three-day alert's evaluates less often).
-TEST_FILES = ("alerts_test.yml", "alerts_ticket_test.yml")
+TEST_FILES = ("alerts_test.yml", "alerts_ticket_test.yml", "backups_test.yml")
+#: The alerting rules: the service's, and WAL archiving's and backups' (D28).
+ALERT_FILES = ("alerts.yml", "backups.yml")
 
 
 def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
@@ -30,13 +32,17 @@ def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
 
 
 def alerts() -> list[dict[str, Any]]:
-    """Every alerting rule of alerts.yml."""
-    groups = yaml.safe_load((RULES / "alerts.yml").read_text())["groups"]
+    """Every alerting rule of :data:`ALERT_FILES`."""
+    groups = [
+        group
+        for name in ALERT_FILES
+        for group in yaml.safe_load((RULES / name).read_text())["groups"]
+    ]
     return [rule for group in groups for rule in group["rules"] if "alert" in rule]
 
 
 def test_promtool_accepts_the_recording_rules_and_the_alerts() -> None:
-    result = promtool("check", "rules", "rules.yml", "alerts.yml")
+    result = promtool("check", "rules", "rules.yml", *ALERT_FILES)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 

@@ -329,10 +329,21 @@ def sqlite_rows(database: Path) -> list[dict[str, Any]]:
         conn.close()
 
 
+def sqlite_backup(database: Path, backup: Path, command: str) -> None:
+    """The documented backup: ``petstore db backup PATH`` (D28), or the ``sqlite3``
+    tool's ``VACUUM INTO``; the former says what it copied."""
+    if command == "petstore db backup":
+        done = petstore(f"sqlite:///{database}", "db", "backup", str(backup))
+        assert done.stdout.startswith(f"Backed up {database} to {backup}: ")
+        assert done.stdout.endswith(" animals, integrity ok.\n")
+    else:
+        assert sqlite3_command(database, command.format(backup=backup)) == []
+
+
 @pytest.mark.parametrize(
     "backup_command",
     [
-        pytest.param(".backup {backup}", id="dot-backup"),
+        pytest.param("petstore db backup", id="petstore-db-backup"),
         pytest.param("VACUUM INTO '{backup}'", id="vacuum-into"),
     ],
 )
@@ -345,7 +356,7 @@ def test_sqlite_restore_drill_as_documented(tmp_path: Path, backup_command: str)
     try:
         drill = before_the_backup(server, url)
         with writing(server, drill):  # the documented backup, then its check
-            assert sqlite3_command(database, backup_command.format(backup=backup)) == []
+            sqlite_backup(database, backup, backup_command)
         check = "PRAGMA integrity_check; SELECT version_num FROM alembic_version; "
         check += "SELECT count(*) FROM pets;"
         rows = sqlite_rows(backup)
@@ -493,3 +504,28 @@ def test_postgres_restore_drill_as_documented(tmp_path: Path, cluster: PostgresC
         assert check_restored_service(server, drill) == rows
     finally:
         server.stop()
+
+
+def test_petstore_db_backup_refuses_an_existing_file_and_postgresql(tmp_path: Path) -> None:
+    """``petstore db backup PATH`` never overwrites PATH (exit 1, the file as it was)
+    and sends PostgreSQL to pgBackRest (exit 2); a failed copy leaves no file."""
+    url = f"sqlite:///{tmp_path / 'petstore.db'}"
+    petstore(url, "db", "upgrade")
+    taken = tmp_path / "taken.db"
+    taken.write_bytes(b"an older backup")
+    runner = CliRunner()
+    refused = runner.invoke(main, ["db", "backup", str(taken)], env={"PETSTORE_DATABASE_URL": url})
+    assert refused.exit_code == 1
+    assert f"{taken} already exists" in refused.output
+    assert taken.read_bytes() == b"an older backup"
+    nowhere = tmp_path / "missing" / "b.db"
+    failed = runner.invoke(main, ["db", "backup", str(nowhere)], env={"PETSTORE_DATABASE_URL": url})
+    assert failed.exit_code == 1
+    assert not nowhere.parent.exists()
+    postgres = runner.invoke(
+        main, ["db", "backup", str(tmp_path / "p.db")],
+        env={"PETSTORE_DATABASE_URL": "postgresql://petstore@db.internal/petstore"},
+    )  # fmt: skip
+    assert postgres.exit_code == 2
+    assert "pgBackRest" in postgres.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["petstore.db", "taken.db"]

@@ -1,5 +1,7 @@
-"""The short ``make chaos-network``: the deployment of deploy/ on test hosts (one
-network namespace per part), one of each fault that cuts links (an instance cut from
+"""The short ``make chaos-network``, then the short ``make recovery-drill`` on the
+same deployment: the deployment of deploy/ on test hosts (one
+network namespace per part, every data node archiving to a pgBackRest repository on
+a host of its own), one of each fault that cuts links (an instance cut from
 the database, the primary isolated, a secondary cut off and the primary killed, Redis
 cut off, packets lost) and the monitor lost while the primary is lost (D27), under
 load from client workers each on a host of its own.
@@ -11,22 +13,26 @@ the data nodes must agree with each other and with the service, and
 no operation may fail: the longest time without a successful create in these faults
 is about 15 s, and about 20 s with the monitor and the primary lost and 4 s held
 (docs/reliability.md), within the client's own retries (310 s at most, about 30 s of
-sleeps between them), so a failure here is a regression, not bad luck. The run removes every
-namespace it made, which the test checks too.
+sleeps between them), so a failure here is a regression, not bad luck. Then the
+drill's checks (:func:`check_the_short_drill`). The run removes every namespace,
+mount and process it made, which the test checks too.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from testbed import chaos_network, faults, hosts
+from testbed import chaos_network, disks, faults, hosts, recovery_check, recovery_drill
+from testbed.cluster import Cluster
 
 
 @pytest.fixture
@@ -40,12 +46,17 @@ def root() -> Iterator[Path]:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
 def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
-    out = io.StringIO()
+    out, drill_out, drilled = io.StringIO(), io.StringIO(), {}
+
+    def drill(cluster: Cluster, key: str) -> None:  # on the same deployment, healed
+        drilled.update(recovery_drill.on(cluster, key, workers=3, load=5, mistakes=1,
+                                         before_loss=5, out=drill_out))  # fmt: skip
+
     counts = chaos_network.run(
         root, seed=24, duration=0, workers=3, kinds=list(faults.SHORT_RUN), hold=4.0,
-        settle=1.0, instances=2, out=out,
+        settle=1.0, instances=2, out=out, then=drill,
     )  # fmt: skip
-    print(out.getvalue())
+    print(out.getvalue(), drill_out.getvalue())
     lines = out.getvalue().splitlines()
     assert lines[0] == "chaos-network seed 24: replay with --seed 24"
     assert counts["acknowledged"] > 300
@@ -71,7 +82,35 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
     assert rows[0] == "fault"
     assert sorted(rows[1:]) == sorted(["no fault (baseline)", *faults.SHORT_RUN])
     assert "  retry budget: 31 attempts x 10 s = 310 s (the sleeps between them aside)" in lines
+    check_the_short_drill(drilled, drill_out.getvalue().splitlines())
     assert hosts.leftovers() == []
+    assert disks.leftovers() == []
+    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+            if str(root) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    assert left == []
+
+
+def check_the_short_drill(counts: dict[str, float], lines: list[str]) -> None:
+    """D28 after the short run's faults (:func:`testbed.recovery_drill.on`): one
+    operator's mistake undone by a restore to the moment before it onto new data
+    nodes, then every data node lost and restored through the newest archived WAL.
+    Nothing acknowledged before the mistake missing or changed, nothing created after
+    it back, no id issued again (D5), Idempotency-Keys replaying the same animal; the
+    loss within D28's last 60 s, serving again within its 10 minutes."""
+    assert counts["acknowledged"] > 300
+    for anomaly in ("missing", "changed", "extra", "reused"):
+        assert counts[anomaly] == 0, anomaly
+    assert counts["replayed"] == recovery_drill.REPLAYS
+    assert counts["span"] <= recovery_check.LOSS_BOUND
+    assert 0 < counts["serving"] <= recovery_check.SERVING_BOUND
+    assert recovery_check.passed(counts)
+    assert re.fullmatch(
+        rf"recovery-drill: acknowledged {counts['acknowledged']}; before the mistake: "
+        r"missing 0, changed 0, extra 0, ids reused 0; every data node lost: lost \d+ "
+        r"acknowledged of the last \d+\.\d s \(archive_timeout 30 s\), serving again "
+        r"after \d+\.\d s",
+        lines[-1],
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")

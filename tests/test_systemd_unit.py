@@ -102,3 +102,25 @@ def test_the_service_runs_as_a_dynamic_user_on_a_read_only_system() -> None:
     assert service["CapabilityBoundingSet"] == [""]
     assert service["StateDirectory"] == ["petstore"]
     assert "PETSTORE_DATABASE_URL=sqlite:////var/lib/petstore/petstore.db" in service["Environment"]
+
+
+BACKUP_UNITS = (
+    "pgbackrest-server.service", "pgbackrest-full.service", "pgbackrest-full.timer",
+    "pgbackrest-diff.service", "pgbackrest-diff.timer",
+)  # fmt: skip
+
+
+def test_systemd_analyze_verify_accepts_the_backup_units() -> None:
+    """D28's units (deploy/systemd/pgbackrest-*): pgBackRest's TLS server, and a full
+    backup weekly and a differential daily from timers that catch up a missed run."""
+    folder = UNIT.parent
+    result = subprocess.run(
+        [systemd_analyze(), "verify", *(str(folder / name) for name in BACKUP_UNITS)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for kind, calendar in (("full", "Sun *-*-* 01:00:00"), ("diff", "Mon..Sat *-*-* 01:00:00")):
+        timer = (folder / f"pgbackrest-{kind}.timer").read_text()
+        assert f"OnCalendar={calendar}" in timer
+        assert "Persistent=true" in timer
+        assert f"--type={kind} backup" in (folder / f"pgbackrest-{kind}.service").read_text()

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from petstore.cli import backup
 from petstore.cli.keys import keys_group
 from petstore.cli.listening import check_exposure, http_options
 from petstore.cli.pets import pets_group
@@ -207,7 +208,7 @@ def serve(
 
 @main.group("db")
 def db_group() -> None:
-    """Database schema migrations."""
+    """Database schema migrations and the SQLite backup."""
 
 
 @db_group.command("upgrade")
@@ -230,5 +231,6 @@ def openapi() -> None:
     click.echo(json.dumps(document, indent=2, ensure_ascii=False))  # as served: UTF-8
 
 
+db_group.add_command(backup.db_backup)
 main.add_command(keys_group)
 main.add_command(pets_group)

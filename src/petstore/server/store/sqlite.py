@@ -32,6 +32,7 @@ from petstore.server.store.sqlite_connections import (
     iso,
     not_open,
     reachable,
+    rows_of,
 )
 
 T = TypeVar("T")
@@ -120,15 +121,6 @@ DIALECT = Dialect(
 )
 
 
-def _rows(cursor: sqlite3.Cursor) -> list[Row]:
-    """The rows of ``cursor``'s statement, each by the names it gave its columns."""
-    rows = cursor.fetchall()
-    if not rows:
-        return []
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in rows]
-
-
 class _Transaction:
     """Statements on the write connection, on the event loop, while the transaction's
     :class:`SQLiteDatabase` holds the write lock and the writer thread runs nothing."""
@@ -138,12 +130,12 @@ class _Transaction:
 
     async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         with reachable:
-            return _rows(self._conn.execute(statement, params))
+            return rows_of(self._conn.execute(statement, params))
 
 
 def _run(statement: LiteralString, params: Params, conn: sqlite3.Connection) -> list[Row]:
     with reachable:
-        return _rows(conn.execute(statement, params))
+        return rows_of(conn.execute(statement, params))
 
 
 def _run_after(
@@ -154,8 +146,8 @@ def _run_after(
     with reachable:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            (given,) = _rows(conn.execute(first))
-            rows = _rows(conn.execute(statement, {**params, **given}))
+            (given,) = rows_of(conn.execute(first))
+            rows = rows_of(conn.execute(statement, {**params, **given}))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -202,7 +194,7 @@ class SQLiteDatabase:
         if self._reader is None:
             not_open()
         with reachable:
-            return _rows(self._reader.execute(statement, params))
+            return rows_of(self._reader.execute(statement, params))
 
     async def write(
         self,

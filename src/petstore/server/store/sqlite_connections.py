@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from petstore.server import errors
 from petstore.server.batches import running_loop
 from petstore.server.store.driver import Reachable
+from petstore.server.store.rows import Row
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
@@ -54,6 +55,15 @@ def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def rows_of(cursor: sqlite3.Cursor) -> list[Row]:
+    """The rows of ``cursor``'s statement, each by the names it gave its columns."""
+    rows = cursor.fetchall()
+    if not rows:
+        return []
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 class Writer:

@@ -1,0 +1,144 @@
+"""The judgement of ``make recovery-drill`` (:mod:`testbed.recovery_drill`), in the
+terms of its last line. No I/O: the drill records what happened (:class:`Drill`) and
+the history of its workers (:class:`~testbed.ops.Op`), this module compares them with
+what each restore brought back.
+
+- **missing**: an animal acknowledged before the mistake absent from the restore to
+  the moment before it; **changed**: there but different, or an Idempotency-Key used
+  before the mistake answered with another animal after it;
+- **extra**: an animal restored whose create began after the mistake, or one no
+  worker created that was not there before the drill;
+- **ids reused**: a create that began after a restore began, acknowledged with an id
+  at or below the highest any client had been answered before it (D5);
+- **lost**: an animal acknowledged before every data node was lost, and in the
+  database then, absent from the restore through the newest archived WAL; with the
+  seconds before the loss that the lost ones span.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.cluster import DEPLOY
+from testbed.ops import Op
+from testbed.restore import Restored
+
+#: D28's bounds: the seconds of acknowledged creates a total loss may lose, and the
+#: seconds a restore to the latest point may take to serve again.
+LOSS_BOUND, SERVING_BOUND = 60.0, 600.0
+
+
+@dataclass(frozen=True)
+class Moment:
+    """When a mistake began: PostgreSQL's clock (a ``--target`` for the restore), and
+    this process's monotonic clock just before and just after reading it."""
+
+    timestamp: str
+    before: float
+    after: float
+
+
+@dataclass
+class Drill:
+    """What happened, for the judgement: the moment of the (first) mistake, what each
+    restore brought back, when each began, the replays' differences and the loss."""
+
+    moment: Moment | None = None
+    before_drill: int = 0
+    first: Restored | None = None
+    first_began: float = 0.0
+    replays_differ: int = 0
+    replayed: int = 0
+    lost_at: float = 0.0
+    latest: Restored | None = None
+    ready_after: float = 0.0
+
+
+def acknowledged(op: Op) -> bool:
+    """Whether ``op`` is a create answered 201."""
+    return op.kind == "create" and op.outcome == "ok" and op.value is not None
+
+
+def judge(ops: list[Op], drill: Drill, *, out: Any = sys.stdout) -> dict[str, float]:
+    """Compare the history with what each restore brought back; print the findings
+    and the last line; returns the counts."""
+    assert drill.moment is not None
+    assert drill.first is not None
+    assert drill.latest is not None
+    acked = [op for op in ops if acknowledged(op)]
+    moment, first = drill.moment, drill.first
+    by_id = {pet[0]: pet for pet in first.pets}
+    by_name = {op.key: op for op in ops if op.kind == "create"}
+    before = [op for op in acked if op.ended < moment.before]
+    missing = [op for op in before if op.value and op.value[0] not in by_id]
+    changed = [op for op in before if op.value and by_id.get(op.value[0], op.value) != op.value]
+    # Created after the mistake: by the workers, or by no one we know of (an animal
+    # that was there before the drill is neither).
+    extra = [
+        pet for pet in first.pets
+        if (pet[1] in by_name and by_name[pet[1]].started > moment.after)
+        or (pet[1] not in by_name and pet[0] > drill.before_drill)
+    ]  # fmt: skip
+    reused = _reused(acked, ops, drill.first_began) + _reused(acked, ops, drill.lost_at)
+    # What the total loss could lose: acknowledged before it, and in the database then
+    # (before the mistake, or created on the restored nodes).
+    latest = {pet[0]: pet for pet in drill.latest.pets}
+    held = [
+        op for op in acked
+        if op.value and op.ended < drill.lost_at
+        and (op.ended < moment.before or op.value[0] >= first.next_id)
+    ]  # fmt: skip
+    lost = [op for op in held if op.value and latest.get(op.value[0]) != op.value]
+    span = drill.lost_at - min((op.ended for op in lost), default=drill.lost_at)
+    for name, found in (("missing", missing), ("changed", changed), ("lost", lost)):
+        for op in found[:5]:
+            print(f"  {name}: {op.value} acknowledged at {op.ended:.2f} s", file=out)
+    for pet in extra[:5]:
+        print(f"  extra: {pet}", file=out)
+    print(f"  Idempotency-Keys used before the mistake, replayed: {drill.replayed}, "
+          f"answered another animal: {drill.replays_differ}", file=out)  # fmt: skip
+    timeout = archive_timeout()
+    print(
+        f"recovery-drill: acknowledged {len(acked)}; before the mistake: missing "
+        f"{len(missing)}, changed {len(changed) + drill.replays_differ}, extra {len(extra)}, "
+        f"ids reused {reused}; every data node lost: lost {len(lost)} acknowledged of the "
+        f"last {span:.1f} s (archive_timeout {timeout} s), serving again after "
+        f"{drill.ready_after:.1f} s",
+        file=out,
+    )
+    return {
+        "acknowledged": len(acked), "missing": len(missing),
+        "changed": len(changed) + drill.replays_differ, "extra": len(extra),
+        "reused": reused, "lost": len(lost), "span": span, "serving": drill.ready_after,
+        "replayed": drill.replayed,
+    }  # fmt: skip
+
+
+def _reused(acked: list[Op], ops: list[Op], restored_at: float) -> int:
+    """Creates that began after a restore began and were acknowledged with an id at
+    or below the highest id any client had been answered before it (D5)."""
+    seen = [
+        op.value[0] for op in ops
+        if op.value and op.ended < restored_at and op.kind in ("create", "read")
+    ]  # fmt: skip
+    highest = max(seen, default=0)
+    after = [op.value[0] for op in acked if op.started > restored_at and op.value]
+    return sum(1 for pet_id in after if pet_id <= highest)
+
+
+def archive_timeout() -> int:
+    """deploy/postgres/archiving.conf's ``archive_timeout``, in seconds."""
+    text = (DEPLOY / "postgres" / "archiving.conf").read_text()
+    found = re.search(r"^archive_timeout\s*=\s*(\d+)", text, re.MULTILINE)
+    assert found is not None
+    return int(found[1])
+
+
+def passed(counts: dict[str, float]) -> bool:
+    """Whether the drill kept D28: nothing missing, changed, extra or reused; the
+    loss within :data:`LOSS_BOUND` and serving again within :data:`SERVING_BOUND`."""
+    clean = not any(counts[name] for name in ("missing", "changed", "extra", "reused"))
+    return clean and counts["span"] <= LOSS_BOUND and counts["serving"] <= SERVING_BOUND

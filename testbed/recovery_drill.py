@@ -1,0 +1,280 @@
+"""``make recovery-drill``: D28 on test hosts, under the closed-loop load of the chaos
+runs (:mod:`testbed.workload`), its history checked.
+
+    python -m testbed.recovery_drill [--workers 4] [--load 30] [--mistakes 2]
+
+1. The deployment comes up on test hosts with its pgBackRest repository on host
+   ``backup`` (:class:`~testbed.cluster.Cluster`); a full backup; load. (``make test``
+   runs the drill on the deployment of the short ``make chaos-network`` once its
+   faults are over: :func:`on`.)
+2. An operator's mistake at a recorded moment T: ``DELETE`` of a third of the
+   animals on the primary (with ``--mistakes 2``, another third deleted later while
+   the load goes on).
+3. A restore to T onto new data nodes (:mod:`testbed.restore`, ``--type=time``): every
+   animal acknowledged before T must be there unchanged (else **missing** or
+   **changed**), none whose create began after T (else **extra**), and Idempotency-Keys
+   used before T replay the same animal (else **changed**). After it, no id
+   acknowledged or read before the restore may be acknowledged again for a create (else
+   **ids reused**, D5), here or after step 4.
+4. Every data node lost at once under load (keepers and PostgreSQL killed, data
+   directories removed), and a restore through the newest archived WAL: the
+   acknowledged creates that did not come back (**lost**) and how many seconds before
+   the loss they span, and the seconds until ``/readyz`` answers 200 again through the
+   load balancers' address.
+
+The last line (one line, wrapped here)::
+
+    recovery-drill: acknowledged A; before the mistake: missing 0, changed 0, extra 0,
+    ids reused 0; every data node lost: lost L acknowledged of the last S s
+    (archive_timeout T s), serving again after R s
+
+Exit status 0 when missing, changed, extra and ids reused are 0, S is within D28's
+60 s and R within its 10 minutes; 1 otherwise; 2 when the deployment did not come up
+or recover. Everything it started (processes, namespaces) is removed when it ends, on
+an error or a signal (SIGINT, SIGTERM) too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import psycopg
+
+from testbed import restore, workload
+from testbed.chaos import client
+from testbed.cluster import Cluster
+from testbed.ops import Op
+from testbed.processes import ServerUnavailableError, answers
+from testbed.recovery_check import (
+    SERVING_BOUND,
+    Drill,
+    Moment,
+    acknowledged,
+    archive_timeout,
+    judge,
+    passed,
+)
+
+#: How many Idempotency-Keys used before the mistake are replayed after the restore.
+REPLAYS = 20
+#: What the drill's workers' animals are named with (``d0-17``): never a key that
+#: a chaos run's workers on the same deployment used before.
+PREFIX = "d"
+
+
+def mistake(cluster: Cluster, remainder: int) -> Moment:
+    """On the primary: the moment, then ``DELETE`` of the animals whose id is
+    ``remainder`` modulo 3 (a third), committed."""
+    with psycopg.connect(cluster.postgres.url, autocommit=True) as connection:
+        before = time.monotonic()
+        row = connection.execute("SELECT clock_timestamp()::text").fetchone()
+        after = time.monotonic()
+        connection.execute("DELETE FROM pets WHERE id %% 3 = %s", (remainder,))
+    assert row is not None
+    return Moment(row[0], before, after)
+
+
+class Readiness:
+    """When ``/readyz`` through the load balancers' address first answered 200 again
+    after :meth:`watch` began (monotonic seconds; None: not yet): after it has failed
+    at least once. Polled every 100 ms from the harness's host."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.ready_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self) -> None:
+        """Start watching (before the data nodes go)."""
+        self.ready_at = None
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        lbs, failed = self.cluster.balancers, False
+        with self.cluster.harness():
+            while not self._stop.is_set():
+                ready = answers(lbs.port, "/readyz", host=lbs.address)
+                if ready and failed:
+                    self.ready_at = time.monotonic()
+                    return
+                failed = failed or not ready
+                time.sleep(0.1)
+
+    def wait(self, seconds: float) -> float:
+        """Wait up to ``seconds`` for the answer; returns when it came. Raises
+        ServerUnavailableError when none came."""
+        assert self._thread is not None
+        self._thread.join(seconds)
+        self._stop.set()
+        if self.ready_at is None:
+            raise ServerUnavailableError(f"/readyz not 200 again within {seconds:g} s")
+        return self.ready_at
+
+
+def run(
+    root: Path, *, workers: int, load: float, mistakes: int, before_loss: float | None = None,
+    seed: int = 54, out: Any = sys.stdout,
+) -> dict[str, float]:  # fmt: skip
+    """The drill (:func:`on`) on a deployment of its own on test hosts under
+    ``root``, with ``workers`` client hosts; removes everything. Raises
+    ServerUnavailableError when the deployment does not come up or recover."""
+    warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
+    cluster = Cluster(root, instances=2, on_hosts=True, clients=workers)
+    try:
+        began = time.monotonic()
+        key = cluster.up()
+        print(f"Test hosts up, stanza created, full backup taken in "
+              f"{time.monotonic() - began:.1f} s: {cluster.url}", file=out, flush=True)  # fmt: skip
+        with cluster.harness():
+            return on(cluster, key, workers=workers, load=load, mistakes=mistakes,
+                      before_loss=before_loss, seed=seed, out=out)  # fmt: skip
+    finally:
+        cluster.down()
+
+
+def on(
+    cluster: Cluster, key: str, *, workers: int, load: float, mistakes: int,
+    before_loss: float | None = None, seed: int = 54, out: Any = sys.stdout,
+) -> dict[str, float]:  # fmt: skip
+    """The drill on ``cluster`` (up, on test hosts, with its repository; called in
+    its harness's host) with ``key``: a full backup, then ``workers`` workers (on hosts
+    ``client1``..) for the rest; ``load`` seconds of load before the first mistake
+    (and shares of it between the other steps), ``mistakes`` of them (1 or 2), and
+    ``before_loss`` seconds between the backup after the first restore and the loss
+    (None: archive_timeout and a random share of it more). Prints the steps and the
+    last line; returns the counts. On an error the cluster is taken down at once (so
+    that the workers end) and the error raised: ServerUnavailableError when the
+    deployment does not recover."""
+    assert cluster.repository is not None
+    drill = Drill()
+    rng = random.Random(seed)
+    cluster.repository.backup("full")
+    with psycopg.connect(cluster.postgres.url) as connection:  # what was there before
+        row = connection.execute("SELECT coalesce(max(id), 0) FROM pets").fetchone()
+    drill.before_drill = row[0] if row else 0
+    with workload.load(cluster, key, workers, prefix=PREFIX) as book:
+        try:
+            _steps(cluster, key, book, drill, rng, load=load, mistakes=mistakes,
+                   before_loss=before_loss, out=out)  # fmt: skip
+        except BaseException:  # down before the workers are joined: they end at once
+            cluster.down()
+            raise
+    return judge(book.ops, drill, out=out)
+
+
+def _steps(
+    cluster: Cluster, key: str, book: workload.Recorder, drill: Drill, rng: random.Random,
+    *, load: float, mistakes: int, before_loss: float | None, out: Any,
+) -> None:  # fmt: skip
+    readiness = Readiness(cluster)
+    assert cluster.repository is not None
+    time.sleep(load)
+    drill.moment = mistake(cluster, 0)
+    print(f"  mistake at {drill.moment.timestamp}: a third of the animals deleted",
+          file=out, flush=True)  # fmt: skip
+    for remainder in range(1, mistakes):
+        time.sleep(load / 3)
+        later = mistake(cluster, remainder)
+        print(f"  another at {later.timestamp}: another third deleted", file=out, flush=True)
+    time.sleep(load / 3)
+
+    drill.first_began = time.monotonic()
+    readiness.watch()
+    restore.stop_data_nodes(cluster)
+    drill.first = restore.restore(cluster, target=drill.moment.timestamp)
+    replicating = time.monotonic() - drill.first_began
+    ready = readiness.wait(SERVING_BOUND) - drill.first_began
+    print(f"  restored to {drill.moment.timestamp} onto new data nodes: "
+          f"{len(drill.first.pets)} animals, ids from {drill.first.next_id}, serving again "
+          f"after {ready:.1f} s, three nodes replicating after {replicating:.1f} s",
+          file=out, flush=True)  # fmt: skip
+    drill.replayed, drill.replays_differ = _replay(cluster, key, book.ops, drill, rng)
+    cluster.repository.backup("full")  # the guide's last step; it switches the WAL too
+    # Past the backup's switch, at a moment drawn within archive_timeout's period,
+    # unless told: what a loss finds not yet archived is then any share of it.
+    timeout = archive_timeout()
+    time.sleep(before_loss if before_loss is not None else timeout + rng.uniform(0, timeout))
+
+    drill.lost_at = time.monotonic()
+    readiness.watch()
+    restore.lose_data_nodes(cluster)
+    print("  every data node lost", file=out, flush=True)
+    drill.latest = restore.restore(cluster, target=None)
+    replicating = time.monotonic() - drill.lost_at
+    drill.ready_after = readiness.wait(SERVING_BOUND) - drill.lost_at
+    print(f"  restored through the newest archived WAL: {len(drill.latest.pets)} animals, "
+          f"serving again after {drill.ready_after:.1f} s, three nodes replicating after "
+          f"{replicating:.1f} s", file=out, flush=True)  # fmt: skip
+    cluster.repository.backup("full")
+    time.sleep(load / 3)
+    info = cluster.repository.info()
+    print(f"  repository: {len(info['backup'])} backups, WAL archived through "
+          f"{info['archive'][-1]['max']}", file=out)  # fmt: skip
+
+
+def _replay(
+    cluster: Cluster, key: str, ops: list[Op], drill: Drill, rng: random.Random
+) -> tuple[int, int]:
+    """Repeat up to :data:`REPLAYS` creates acknowledged before the mistake with their
+    Idempotency-Keys; returns how many were replayed and how many answered another
+    animal."""
+    assert drill.moment is not None
+    before = [op for op in list(ops) if acknowledged(op) and op.ended < drill.moment.before]
+    differ = 0
+    chosen = rng.sample(before, min(REPLAYS, len(before)))
+    with client(cluster.url, key) as api:
+        for op in chosen:
+            assert op.value is not None
+            pet = api.create_pet(op.key, category_id=op.value[2], status=op.value[3],
+                                 idempotency_key=op.key)  # fmt: skip
+            differ += (pet.id, pet.name, pet.category_id, str(pet.status)) != op.value
+    return len(chosen), differ
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line of ``make recovery-drill``."""
+    parser = argparse.ArgumentParser(prog="python -m testbed.recovery_drill", description=__doc__)
+    parser.add_argument("--workers", type=int, default=4, help="client hosts, one worker each")
+    parser.add_argument("--load", type=float, default=30, help="seconds of load before the mistake")
+    parser.add_argument("--mistakes", type=int, choices=[1, 2], default=2)
+    parser.add_argument(
+        "--before-loss", type=float, default=None,
+        help="seconds from the backup after the first restore to the loss "
+        "(default: archive_timeout and a random share of it more)",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, default=54, help="the drawn moments' seed")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    with tempfile.TemporaryDirectory(prefix="petstore-recovery-drill-") as folder:
+        try:
+            counts = run(Path(folder), workers=args.workers, load=args.load,
+                         mistakes=args.mistakes, before_loss=args.before_loss,
+                         seed=args.seed)  # fmt: skip
+        except ServerUnavailableError as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("Interrupted: every process and test host it started is gone.", file=sys.stderr)
+            return 130
+    return 0 if passed(counts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
