@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-prerequisites lint lint-openapi typecheck docs unit unit-fast browser servers operator-tools image kubernetes-tools kubernetes-check kubernetes-pin clean
+.PHONY: serve check test test-prerequisites lint lint-code lint-openapi typecheck docs unit browser servers operator-tools image kubernetes-tools kubernetes-check kubernetes-pin clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,13 +23,20 @@ serve: $(STAMP)
 ## test: lint, type-check, lint the OpenAPI document, build the docs site, check the Kubernetes manifests and run the whole test suite (schemathesis included)
 test: lint typecheck lint-openapi docs kubernetes-check unit
 
-## lint: ruff, the layer contracts (import-linter), every imported distribution declared (deptry) and the image's locks up to date with pyproject.toml (uv pip compile, from uv's cache when it has what they need, else the package index)
-lint: $(STAMP)
+## check: the loop for development, under 2 minutes and with nothing installed by apt: lint-code, typecheck and the tests that start no server process, on SQLite, on both cores (pytest --in-process -n 2)
+check: lint-code typecheck
+	$(BIN)/pytest --in-process -n 2 -q
+
+## lint: lint-code, and the image's locks up to date with pyproject.toml (uv pip compile, from uv's cache when it has what they need, else the package index)
+lint: lint-code
+	$(BIN)/python -m release.image lock --check
+
+## lint-code: ruff, the layer contracts (import-linter) and every imported distribution declared (deptry)
+lint-code: $(STAMP)
 	$(BIN)/ruff check src tests testbed bench release
 	$(BIN)/ruff format --check src tests testbed bench release
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/deptry .
-	$(BIN)/python -m release.image lock --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -72,12 +79,10 @@ lint-openapi: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT)
 	$(OPENAPI_TYPESCRIPT) .tools/openapi.json --default-non-nullable false -o .tools/typescript/petstore-api.ts
 	.tools/node_modules/.bin/tsc -p .tools/typescript/tsconfig.json
 
+# On both cores; the tests that share the test hosts or HAProxy's ports (the xdist
+# group "hosts") run one after another on one of them.
 unit: $(STAMP) browser servers operator-tools
-	$(BIN)/pytest
-
-## unit-fast: the suite without the slow tests (real server processes, schemathesis), for development
-unit-fast: $(STAMP) servers
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 ## test-prerequisites: everything make test installs, so that it can then run with no network (the image included)
 test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers operator-tools image kubernetes-tools

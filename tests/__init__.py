@@ -1,0 +1,7 @@
+"""The test suite, in folders by what they test (the packages, the service as a
+process, the deployment, the test bed); the README's "Contributing" says which."""
+
+from pathlib import Path
+
+#: The repository's root.
+ROOT = Path(__file__).resolve().parent.parent

@@ -239,15 +239,70 @@ def redis_url() -> str:
     )
 
 
+#: The folders of tests that start server processes, whatever their fixtures.
+SERVER_FOLDERS = ("client", "serve", "deployment", "testbed")
+#: Tests that use the test hosts (network namespaces of a fixed prefix) or HAProxy on
+#: loopback: on several workers (``make test``: pytest-xdist) they run one after
+#: another, on one of them.
+SHARED_HOSTS = (
+    "testbed/test_chaos.py",
+    "testbed/test_chaos_network.py",
+    "deployment/test_backup_restore.py",
+    "deployment/test_haproxy.py",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--in-process`` (``make check``): only the tests that need no server process."""
+    parser.addoption(
+        "--in-process",
+        action="store_true",
+        help="only the tests that start no server process (petstore serve, PostgreSQL, "
+        "Redis, HAProxy, a browser, a container), on SQLite",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """A run stopped with SIGTERM (a CI timeout, ``kill``) ends as one stopped with
     Ctrl-C does: fixtures torn down, this run's servers and ``petstore serve``
-    processes stopped."""
+    processes stopped. With ``--in-process``, starting a server process fails the
+    test that does it (tests/servers.py)."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+    if config.getoption("--in-process"):
+        os.environ[servers.IN_PROCESS_ONLY] = "1"
+
+
+def needs_servers(item: pytest.Item) -> bool:
+    """Whether ``item`` starts a server process: marked ``servers`` or ``slow``, in a
+    folder of :data:`SERVER_FOLDERS`, on PostgreSQL, or using a fixture named
+    ``...server`` (a ``petstore serve`` of the test's)."""
+    folder = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
+    callspec = getattr(item, "callspec", None)
+    return (
+        item.get_closest_marker("servers") is not None
+        or item.get_closest_marker("slow") is not None
+        or folder in SERVER_FOLDERS
+        or (callspec is not None and callspec.params.get("backend") == "postgres")
+        or any(name.endswith("server") for name in getattr(item, "fixturenames", ()))
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the tests of :data:`SHARED_HOSTS` in one xdist group; with ``--in-process``,
+    leave out every test that :func:`needs_servers`."""
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.path)).relative_to(here).as_posix() in SHARED_HOSTS:
+            item.add_marker(pytest.mark.xdist_group("hosts"))
+    if not config.getoption("--in-process"):
+        return
+    kept = [item for item in items if not needs_servers(item)]
+    config.hook.pytest_deselected(items=[item for item in items if needs_servers(item)])
+    items[:] = kept
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -47,6 +47,15 @@ from testbed.processes import (
 __all__ = ["LiveServer", "ServerUnavailableError", "postgres_server", "redis_server"]
 
 _HINT = "postgresql (make test installs it), or set PETSTORE_TEST_POSTGRES_URL"
+#: Set by ``pytest --in-process`` (``make check``): no server process may start.
+IN_PROCESS_ONLY = "PETSTORE_TEST_IN_PROCESS"
+
+
+def refuse_in_process(what: str) -> None:
+    """Raise RuntimeError when the run is ``--in-process`` only: a test that starts
+    ``what`` needs the ``servers`` mark (the README's "Contributing")."""
+    if os.environ.get(IN_PROCESS_ONLY):
+        raise RuntimeError(f"this test starts {what}: mark it servers (pytest.mark.servers)")
 
 
 @contextmanager
@@ -72,6 +81,7 @@ def postgres_server(**extra: object) -> Iterator[str]:
     runs, with the settings ``extra`` on top of the suite's; yields the URL of its
     ``postgres`` database (user ``postgres``, trust). Raises ServerUnavailableError
     when the binaries are missing or it cannot start."""
+    refuse_in_process("PostgreSQL")
     initdb, postgres = program("initdb", package=_HINT), program("postgres", package=_HINT)
     user = postgres_user()
     root = Path(tempfile.mkdtemp(prefix="petstore-test-postgres-"))
@@ -124,6 +134,7 @@ def redis_server() -> Iterator[str]:
     """A ``redis-server`` on a free loopback port, no persistence, for as long as the
     block runs; yields its ``redis://`` URL. Raises ServerUnavailableError when it
     is not installed or does not start."""
+    refuse_in_process("Redis")
     executable = shutil.which("redis-server")
     if executable is None:
         raise ServerUnavailableError(
@@ -175,6 +186,7 @@ class LiveServer:
         """Start ``petstore serve *args`` (its log started afresh) and return once
         ``/healthz`` answers 200; raises ServerUnavailableError with the end of the
         log when it exits first or does not answer within 30 s."""
+        refuse_in_process("petstore serve")
         self.daemon = start(
             [sys.executable, "-m", "petstore", "serve", *args],
             ready=partial(answers, self.port, "/healthz"),

@@ -11,7 +11,7 @@ types carry the bounds and whose :data:`NEW_PET_CHECKS` carry what a type cannot
 listPets' page size is re-exported by ``server.rules.pagination`` as its rule, read
 by ``server.http.parsing`` and by the ``pets`` command, which is client code and may
 not import the server. The served OpenAPI document (``openapi.yaml``) is written by
-hand for people; a test (``tests/test_openapi.py``) checks its NewPet, Pet, Name,
+hand for people; a test (``tests/server/http/test_openapi.py``) checks its NewPet, Pet, Name,
 CategoryId, PetStatus and ``limit`` against these constants and structs.
 """
 

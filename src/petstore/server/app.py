@@ -62,7 +62,7 @@ def compose_store(
     devices ``settings`` turns on, innermost first: group commit, read grouping, kept
     animals (docs/architecture.md). The answers are the plain store's with any device
     on or off, bar changes made elsewhere than through this store, which kept
-    answers show within 5 s (``tests/test_devices.py``)."""
+    answers show within 5 s (``tests/server/store/test_devices.py``)."""
     store = create_store(
         settings.database_url,
         pool_size=settings.database_pool_size,

@@ -15,7 +15,7 @@ Invariant: a watched task is cancelled at most once by its deadline, no earlier
 than ``seconds - tick`` after :meth:`Deadlines.watch` and no later than
 ``seconds`` (plus the event loop's lateness); :meth:`Deadlines.forget` must follow
 every :meth:`Deadlines.watch` (a ``finally``), else the timer keeps running.
-tests/test_asgi.py pins both ends.
+tests/server/http/test_asgi.py pins both ends.
 """
 
 from __future__ import annotations

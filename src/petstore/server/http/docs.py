@@ -13,6 +13,8 @@ loads are served (:data:`ASSET_FILES`).
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from email.utils import format_datetime
 from importlib.resources import files
@@ -37,14 +39,24 @@ ASSET_FILES = frozenset({"swagger-ui.css", "swagger-ui-bundle.js"})
 
 
 def openapi_document(settings: Settings) -> dict[str, Any]:
-    """The OpenAPI 3.1 document with this deployment's servers (D19)."""
-    text = files("petstore").joinpath("openapi.yaml").read_text(encoding="utf-8")
-    document: dict[str, Any] = yaml.safe_load(text)
+    """The OpenAPI 3.1 document with this deployment's servers (D19): a copy of its
+    own for each call, so no caller can change another's."""
+    document = copy.deepcopy(_reviewed_document())
     document["servers"] = [
         {"url": "/v1", "description": "This deployment"},
         {"url": str(settings.base_url).rstrip("/"), "description": "Production"},
         {"url": str(settings.staging_base_url).rstrip("/"), "description": "Staging"},
     ]
+    return document
+
+
+@functools.cache
+def _reviewed_document() -> dict[str, Any]:
+    """``openapi.yaml`` as shipped, read once (with libyaml's parser where PyYAML has
+    it: the pure-Python one takes ten times as long, on every app built)."""
+    text = files("petstore").joinpath("openapi.yaml").read_text(encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    document: dict[str, Any] = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
     return document
 
 
@@ -98,7 +110,7 @@ header); from then on it answers <code>410 gone</code>.</p>
 
 def docs_policy(settings: Settings) -> str:
     """The Content-Security-Policy of the docs page (CSP Level 3): only what Swagger
-    UI needs, as checked in a real browser (tests/test_browser.py). "Try it out"
+    UI needs, as checked in a real browser (tests/server/http/test_browser.py). "Try it out"
     may call this server and the production and staging base URLs of ``settings``
     (the document's ``servers``, D19)."""
     origins = sorted(

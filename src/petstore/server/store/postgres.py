@@ -42,7 +42,7 @@ _RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at
 #: uncorrelated subquery is an InitPlan, run by the one-time filter of the node that
 #: draws the id (the column's ``nextval``) before that node yields its row; the filter
 #: is always true and is there for its side effect (not ``EXISTS``, whose select list
-#: PostgreSQL drops unevaluated). Pinned by ``tests/test_store_postgres.py::
+#: PostgreSQL drops unevaluated). Pinned by ``tests/server/store/test_store_postgres.py::
 #: test_a_create_draws_its_id_only_once_it_holds_the_id_order_lock``.
 DIALECT = Dialect(
     pets=PetStatements(

@@ -19,9 +19,8 @@ import pytest
 
 from petstore.server.store import migrate
 from testbed.processes import child_pids, wait_gone
+from tests import ROOT
 from tests.conftest import LiveServer, all_pets, create_concurrently, postgres_database
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_serve_creates_a_dev_key_and_prints_a_curl_line(live_server: LiveServer) -> None:

@@ -56,7 +56,7 @@ def assert_links_under(base: str, found: tuple[str, str]) -> None:
     assert deprecation == f'<{base}v1/docs/deprecations>; rel="deprecation"; type="text/html"'
 
 
-# An empty Host names no host: 400 (RFC 9112, section 3.2; tests/test_request_steps.py).
+# An empty Host names no host: 400 (RFC 9112, section 3.2; tests/server/http/test_request_steps.py).
 @pytest.mark.parametrize(
     "host", ["evil.example", "evil.example:443", "localhost@evil.example", "localhost/x"]
 )

@@ -11,7 +11,7 @@ from petstore.server.app import create_app
 from petstore.server.config import Settings
 from testbed.processes import free_port
 from tests.conftest import redis_url
-from tests.test_observability import _sample
+from tests.server.telemetry.test_observability import _sample
 
 
 def _failing_open_after_a_request(settings: Settings, key: str) -> float:

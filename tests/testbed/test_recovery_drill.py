@@ -1,7 +1,7 @@
 """``make recovery-drill``'s judgement (D28, :mod:`testbed.recovery_check`), without a
 deployment: what counts as missing, changed, extra, a reused id and a loss, and what
 the exit status says. The drill itself runs in ``make test`` on the short chaos run's
-deployment (tests/test_chaos_network.py)."""
+deployment (tests/testbed/test_chaos_network.py)."""
 
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
+from tests import ROOT
 from tests.conftest import LiveServer
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (ROOT / "README.md").read_text()
 
 
 def _shell_lines() -> list[str]:
@@ -67,7 +67,7 @@ def test_readme_generates_typescript_types_that_leave_status_optional() -> None:
 def test_every_decision_the_code_cites_is_in_docs_decisions() -> None:
     """The code cites the contract's decisions by number (``D16``); each number it
     cites is a decision of docs/decisions.md, which holds D1 to its last, none missing."""
-    root = Path(__file__).parent.parent
+    root = ROOT
     stated = set(re.findall(r"\*\*(D\d+)\b", (root / "docs" / "decisions.md").read_text()))
     cited = {
         number

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from testbed.processes import Daemon, free_port, program, wait_for
+from tests import ROOT
 from tests.conftest import LiveServer
 
-ROOT = Path(__file__).resolve().parent.parent
 #: Spellings of /metrics a client may send; the server routes several of them to
 #: its /metrics page when they reach it.
 METRICS_SPELLINGS = [

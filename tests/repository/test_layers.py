@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
+
+from tests import ROOT
 
 SERVER = {
     "starlette",
@@ -47,7 +48,7 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     assert "petstore.client.clients" in ours  # the probe did load the client
 
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "petstore"
+SRC = ROOT / "src" / "petstore"
 
 
 def test_every_module_is_at_most_250_lines() -> None:

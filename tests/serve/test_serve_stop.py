@@ -17,8 +17,8 @@ import pytest
 
 from testbed.processes import child_pids
 from tests.conftest import LiveServer
-from tests.test_crash_safety import CrashableServer, _wait_gone
-from tests.test_slow_clients import post_head, read_answer
+from tests.serve.test_crash_safety import CrashableServer, _wait_gone
+from tests.serve.test_slow_clients import post_head, read_answer
 
 SLACK = 0.5
 NEW_PET = json.dumps({"name": "Rex", "categoryId": 1}).encode()

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 RULES = ROOT / "deploy" / "prometheus"
 RUNBOOKS = ROOT / "docs" / "operations" / "monitor.md"
 #: The promtool unit test files (the three-day alert's evaluates less often).

@@ -20,7 +20,7 @@ from petstore.server.telemetry import logs
 from petstore.server.telemetry.metrics import Metrics
 from testbed.processes import free_port
 from tests.conftest import LiveServer, lifespan
-from tests.test_logs import JSON_FIELDS
+from tests.server.telemetry.test_logs import JSON_FIELDS
 
 
 def _sample(text: str, name: str, **labels: str) -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from bench import compare
 from bench.report import Figures
 from bench.scenarios import BY_NAME, POSTGRES_TARGETS
 from bench.wrk import Result
+from tests import ROOT
 
 
 def _runs(*rates_and_p99s: tuple[float, float]) -> list[Result]:
@@ -72,7 +72,7 @@ def test_compare_refuses_s5_and_too_short_runs(capsys: pytest.CaptureFixture[str
     assert "S5 needs cursors" in capsys.readouterr().err
 
 
-RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+RESULTS = ROOT / "bench" / "results"
 
 
 def test_the_recorded_full_runs_meet_the_targets_make_bench_checks() -> None:

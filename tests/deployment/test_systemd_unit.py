@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from petstore.server.config import Settings
+from tests import ROOT
 
-UNIT = Path(__file__).resolve().parents[1] / "deploy" / "systemd" / "petstore.service"
+UNIT = ROOT / "deploy" / "systemd" / "petstore.service"
 
 
 def systemd_analyze() -> str:

@@ -27,8 +27,8 @@ from petstore.server.config import Settings
 from testbed.processes import child_pids, listening
 from tests import examples
 from tests.conformance import Conformance
-from tests.test_crash_safety import CrashableServer, _serving, _wait_gone
-from tests.test_slow_clients import post_head, read_answer
+from tests.serve.test_crash_safety import CrashableServer, _serving, _wait_gone
+from tests.serve.test_slow_clients import post_head, read_answer
 
 #: How late an expected event may come: signal delivery, polling, a worker's exit.
 SLACK = 0.5
@@ -87,7 +87,7 @@ Serving = Callable[..., CrashableServer]
 @pytest.fixture
 def serving(tmp_path: Path) -> Iterator[Serving]:
     """``serving(backend="sqlite", **env)``: a started server with those variables, its
-    dev key known; every process of it is gone after the test (tests/test_crash_safety.py's
+    dev key known; every process of it is gone after the test (tests/serve/test_crash_safety.py's
     ``_serving``). One per test."""
     with ExitStack() as stack:
 

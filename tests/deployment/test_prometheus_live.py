@@ -30,11 +30,11 @@ import yaml
 
 from petstore.server.store import migrate
 from testbed.processes import Daemon, free_port, wait_for
+from tests import ROOT
 from tests.conftest import LiveServer, postgres_database, redis_url
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "petstore.json"
 

@@ -1,6 +1,6 @@
 """The ``petstore`` command as a newcomer meets it (issue: what a newcomer hits): keys
 as people paste them and never printed, options that take what people type, tables
-aligned (fitted to a terminal only on one: tests/test_cli_tables.py), help without
+aligned (fitted to a terminal only on one: tests/cli/test_cli_tables.py), help without
 decision codes, and an import that paces itself by the rate limit and can be
 interrupted and resumed."""
 
@@ -217,7 +217,7 @@ def test_keys_list_shows_whole_names_to_a_pipe_marks_expired_keys_and_has_one_js
     time.sleep(1.5)
     listed = keys_runner.invoke(main, ["keys", "list"])
     lines = listed.stdout.splitlines()
-    assert lines[1].split()[1] == long_name  # no terminal: whole (tests/test_cli_tables.py)
+    assert lines[1].split()[1] == long_name  # no terminal: whole (tests/cli/test_cli_tables.py)
     assert [line.split()[-1] for line in lines] == ["STATE", "active", "expired", "revoked"]
     as_json = keys_runner.invoke(main, ["keys", "list", "--json"]).stdout
     members = set(re.findall(r'"([A-Za-z_]+)":', as_json))

@@ -8,7 +8,7 @@ backup's completion is the one ``pgbackrest info`` reports; and when archiving b
 (the repository is gone), the failures are counted and the queue of segments waiting,
 and the age of its oldest, grow: what PetstoreWalArchivingFailing and
 PetstoreWalArchivingBehind fire on (their thresholds are promtool's tests, in
-tests/test_alerts.py).
+tests/deployment/test_alerts.py).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import pytest
 import yaml
 
 from testbed.processes import Daemon, free_port, give_to_postgres, postgres_user, wait_for
+from tests import ROOT
 from tests.servers import postgres_server
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus"
 #: One sample line of the text exposition format: name, labels, value.
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", re.MULTILINE)

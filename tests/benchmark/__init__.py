@@ -1,0 +1,1 @@
+"""The benchmark's recorded results (``bench/results``)."""

@@ -1,0 +1,1 @@
+"""The ``petstore`` command: its subcommands through click's runner and as a process."""

@@ -1,0 +1,1 @@
+"""The Python client (``petstore.client``) against a real ``petstore serve``."""

@@ -1,0 +1,1 @@
+"""The repository as a whole: the README's promises, the layers and the size of modules."""

@@ -1,0 +1,2 @@
+"""The rules layer (``server.rules``): keys, authentication, scopes, rate limits,
+idempotency, the caches of the rules."""

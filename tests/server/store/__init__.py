@@ -1,0 +1,2 @@
+"""The store (``server.store``): both backends, the repositories, the speed devices,
+migrations, bounded waits."""

@@ -1,0 +1,1 @@
+"""Telemetry (``server.telemetry``): logs, metrics, traces."""

@@ -1,0 +1,2 @@
+"""The test bed (``testbed/``): the history checker, the process helpers, and the chaos
+runs on test hosts."""
