@@ -16,6 +16,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -25,7 +26,9 @@ SCRIPT = "soak.lua"
 
 
 def _count(url: str, key: str) -> int:
-    """How many animals the service lists, following every page."""
+    """How many animals the service lists, following every page. The server runs in
+    production, where ``rel="next"`` points under its configured public URL: each
+    link's path and query are followed at ``url``."""
     total, next_url = 0, f"{url}/v1/pets?limit=100"
     with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
         while next_url:
@@ -33,7 +36,8 @@ def _count(url: str, key: str) -> int:
             response.raise_for_status()
             total += len(response.json())
             link = response.headers.get("link")
-            next_url = link[1 : link.index(">")] if link else ""
+            target = urlsplit(link[1 : link.index(">")]) if link else None
+            next_url = f"{url}{target.path}?{target.query}" if target else ""
     return total
 
 
