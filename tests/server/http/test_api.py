@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from petstore.schemas import NEW_PET_MEMBERS, NEW_PET_REQUIRED
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from tests import examples
@@ -455,11 +456,12 @@ def test_a_member_name_written_inside_a_value_is_not_a_repeat(
         ({"name": "Rex"}, "categoryId: is required"),
         (
             {"name": "Rex", "categoryId": 1, "id": 4},
-            "id: is not a member of a NewPet (name, categoryId, status)",
+            f"id: is not a member of a NewPet ({', '.join(NEW_PET_MEMBERS)})",
         ),
         (
             ["Rex", 1],
-            "body: must be a JSON object, a NewPet: name, categoryId and optionally status",
+            "body: must be a JSON object, a NewPet: name, categoryId and optionally "
+            + ", ".join(member for member in NEW_PET_MEMBERS if member not in NEW_PET_REQUIRED),
         ),
     ],
 )
