@@ -252,6 +252,27 @@ SHARED_HOSTS = (
 )
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker of ``--dist loadgroup``, raise pytest.UsageError when
+    the tests of :data:`SHARED_HOSTS` lost their group (their node ids carry
+    ``@hosts``; pytest-dev/pytest-xdist#1386): two of them at once would fail each
+    other, one test host or HAProxy port at a time."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or not session.config.getvalue("loadgroup"):
+        return
+    here = Path(__file__).parent
+    lost = [
+        item.nodeid
+        for item in session.items
+        if Path(str(item.path)).relative_to(here).as_posix() in SHARED_HOSTS
+        and not item.nodeid.endswith("@hosts")
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {lost[0]} with the other tests of the test "
+            "hosts (pytest-dev/pytest-xdist#1386): install the pytest pyproject.toml names"
+        )
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--in-process`` (``make check``): only the tests that need no server process."""
     parser.addoption(
@@ -291,9 +312,11 @@ def needs_servers(item: pytest.Item) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the tests of :data:`SHARED_HOSTS` in one xdist group; with ``--in-process``,
-    leave out every test that :func:`needs_servers`."""
+    """Put the tests of :data:`SHARED_HOSTS` in one xdist group (before pytest-xdist's
+    own hook reads the groups); with ``--in-process``, leave out every test that
+    :func:`needs_servers`."""
     here = Path(__file__).parent
     for item in items:
         if Path(str(item.path)).relative_to(here).as_posix() in SHARED_HOSTS:
