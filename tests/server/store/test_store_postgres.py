@@ -372,17 +372,30 @@ def test_clients_walking_the_store_at_once_each_get_their_own_pages(url: str) ->
         assert 0 < len(pages[-1]) <= size
 
 
-def _cut_every_connection_to(url: str) -> int:
+def _cut_every_connection_to(url: str, *, cut: bool = True) -> int:
     """Terminate every server process serving ``url``'s database, as a restart of the
-    server or an idle-connection timeout between us and it would; how many."""
+    server or an idle-connection timeout between us and it would; how many. With
+    ``cut=False``, only count them."""
+    what = "pg_terminate_backend(pid)" if cut else "pid"
     with psycopg.connect(postgres_admin_url(), autocommit=True) as admin:
         row = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            f"SELECT count({what}) FROM pg_stat_activity "  # noqa: S608 (one of two constants)
             "WHERE datname = %s AND pid <> pg_backend_pid()",
             (url.rsplit("/", 1)[1],),
         ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def _every_connection_open(store: Store, url: str) -> int:
+    """The pool's size once the server serves that many connections (the pool counts
+    one it is still opening), within 5 s."""
+    for _ in range(50):
+        size = store.pool_stats()["size"]
+        if await asyncio.to_thread(_cut_every_connection_to, url, cut=False) == size:
+            return size
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the pool counts {size} connections, the server serves another number")
 
 
 def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
@@ -400,8 +413,9 @@ def test_reads_and_writes_go_on_after_the_server_cut_every_pooled_connection(
                 for status in (None, *PetStatus)
             )
         )
-        assert store.pool_stats()["size"] > 1
-        assert await asyncio.to_thread(_cut_every_connection_to, url) == store.pool_stats()["size"]
+        size = await _every_connection_open(store, url)
+        assert size > 1
+        assert await asyncio.to_thread(_cut_every_connection_to, url) == size
         assert await store.pets.get(pet.id) == pet
         assert await store.pets.list_page(status=None, after_id=0, limit=10) == [pet]
         after = await store.pets.create(new_pet("after"))
