@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import ipaddress
-import random
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -162,7 +161,6 @@ CACHES: list[tuple[str, Callable[[], Any]]] = [
 
 def main() -> None:
     """Print each cache's worst-case memory as a Markdown table."""
-    random.seed(0)
     print("| cache | worst case |")
     print("|---|---:|")
     total = 0

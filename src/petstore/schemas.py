@@ -25,6 +25,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from petstore import text
+
 INT64_MAX = 2**63 - 1
 
 #: D2: the length of a name in Unicode code points, both ends included.
@@ -36,23 +38,12 @@ CATEGORY_ID_MIN, CATEGORY_ID_MAX = 1, INT64_MAX
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 100, 20
 
 #: D2: a control character (Unicode category Cc) anywhere in a name.
-_CONTROL = re.compile("[\u0000-\u001f\u007f-\u009f]")
-#: D2: the bidi controls (Unicode's Bidi_Control), which reorder what is shown around
-#: them (U+202E RIGHT-TO-LEFT OVERRIDE), refused anywhere in a name.
-_BIDI_CONTROL = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-#: D2: refused anywhere in a name besides: the line and paragraph separators, the
-#: blank symbols (U+2800 BRAILLE PATTERN BLANK, U+1D159 MUSICAL SYMBOL NULL NOTEHEAD)
-#: and the default-ignorable code points (Unicode's Default_Ignorable_Code_Point,
-#: drawn as nothing: U+200B ZERO WIDTH SPACE, U+3164 HANGUL FILLER, U+00AD SOFT
-#: HYPHEN, ...) except those that join or select within a visible sequence: the
-#: joiners U+200C and U+200D (emoji ZWJ sequences, Persian and Indic words), the
-#: variation selectors (U+FE0F of emoji) and the tag characters of emoji flags.
-_INVISIBLE_REFUSED = re.compile(
-    "[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2028\u2029\u2060-\u2065"
-    "\u206a-\u206f\u2800\u3164\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
-    "\U0001d159\U0001d173-\U0001d17a\U000e0000-\U000e001f\U000e0080-\U000e00ff"
-    "\U000e01f0-\U000e0fff]"
-)
+_CONTROL = re.compile(f"[{text.CONTROLS}]")
+#: D2: the bidi controls, refused anywhere in a name (:data:`petstore.text.BIDI_CONTROLS`).
+_BIDI_CONTROL = re.compile(f"[{text.BIDI_CONTROLS}]")
+#: D2: refused anywhere in a name besides: what is drawn as nothing or breaks a line
+#: (:data:`petstore.text.INVISIBLE`).
+_INVISIBLE_REFUSED = re.compile(f"[{text.INVISIBLE}]")
 #: D2: the categories of characters not visible by themselves: white space (Z*),
 #: controls, formats, and the combining marks, which are drawn on the character
 #: before them.

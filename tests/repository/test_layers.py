@@ -32,6 +32,7 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     client_side = {
         "petstore",
         "petstore.schemas",
+        "petstore.text",
         "petstore.cli",
         "petstore.cli.pets",
         "petstore.cli.records",

@@ -21,29 +21,23 @@ from typing import TypeVar
 import click
 from wcwidth import wcswidth
 
+from petstore import text as characters
+
 F = TypeVar("F", bound=Callable[..., object])
 #: A shortened cell keeps at least this many columns, its ellipsis included.
 MIN_COLUMNS = 8
 ELLIPSIS = "…"
 #: Control characters (C0, DEL, C1: ESC, CSI), the line and paragraph separators and
-#: the bidi controls (Unicode's Bidi_Control): never written to a terminal as
-#: themselves. The joiners of emoji sequences (U+200D) are not among them.
-_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+#: the bidi controls: never written to a terminal as themselves. The joiners of emoji
+#: sequences (U+200D) are not among them.
+_UNSHOWN = re.compile(f"[{characters.CONTROLS}\u2028\u2029{characters.BIDI_CONTROLS}]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def escape(text: str) -> str:
-    """``text`` with each control, line separator and bidi control character written
+def escape(cell: str) -> str:
+    """``cell`` with each control, line separator and bidi control character written
     as a Python escape (``\\n``, ``\\x1b``, ``\\u202e``); anything else as it is."""
-    if _UNSHOWN.search(text) is None:
-        return text
-    return _UNSHOWN.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    char = match[0]
-    code = ord(char)
-    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return characters.escape(_UNSHOWN, cell, _ESCAPES)
 
 
 def width(text: str) -> int:

@@ -90,19 +90,11 @@ class Batcher(Generic[Item, Result]):
             while self._queued:
                 batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
                 try:
-                    results = await self._commit([item for item, _ in batch])
-                except asyncio.CancelledError:  # the loop is shutting down: so are its callers
-                    for _, future in [*batch, *self._queued]:
+                    await _settle(batch, self._commit)
+                except asyncio.CancelledError:  # and so are the callers of what is queued
+                    for _, future in self._queued:
                         future.cancel()
                     raise
-                except Exception as failure:  # every waiter learns why its batch failed
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(failure)
-                    continue
-                for (_, future), result in zip(batch, results, strict=True):
-                    if not future.done():  # a caller that stopped waiting is skipped
-                        future.set_result(result)
         finally:
             self._runner = None
 
@@ -155,23 +147,34 @@ class TurnBatcher(Generic[Item, Result]):
 
     async def _run_batch(self) -> None:
         batch, self._queued = self._queued, []
-        try:
-            results = await self._run([item for item, _ in batch])
-        except asyncio.CancelledError:  # the loop is shutting down: so are its callers
-            for _, future in batch:
-                future.cancel()
-            raise
-        except Exception as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_, future), result in zip(batch, results, strict=True):
-            if not future.done():  # a caller that stopped waiting is skipped
-                future.set_result(result)
+        await _settle(batch, self._run)
 
     async def close(self) -> None:
         """Let the batches already submitted finish; later submits raise Unavailable."""
         self._closed = True
         while self._running:
             await asyncio.wait(list(self._running))
+
+
+async def _settle(
+    batch: list[tuple[Item, asyncio.Future[Result]]],
+    run: Callable[[list[Item]], Awaitable[list[Result]]],
+) -> None:
+    """Run ``batch``'s items through ``run`` and give each future its result, in order,
+    or the exception ``run`` raised; a future whose caller stopped waiting is skipped.
+    Cancelled (the loop is shutting down, and so are the callers), it cancels every
+    future of ``batch`` and raises CancelledError."""
+    try:
+        results = await run([item for item, _ in batch])
+    except asyncio.CancelledError:
+        for _, future in batch:
+            future.cancel()
+        raise
+    except Exception as failure:  # every caller learns why its batch failed
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(failure)
+        return
+    for (_, future), result in zip(batch, results, strict=True):
+        if not future.done():
+            future.set_result(result)

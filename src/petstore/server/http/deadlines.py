@@ -23,23 +23,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from petstore.server.clock import Monotonic, monotonic
+from petstore.server.clock import monotonic
 
 
 class Deadlines:
     """Cancels each watched task ``seconds`` after it was watched (seconds > 0), from
-    one event loop at a time, by the ``clock``. With ``early``, a task may be cut up
-    to ``tick`` seconds before its deadline, never after it; without, never before
-    it and up to ``tick`` after."""
+    one event loop at a time, by :func:`petstore.server.clock.monotonic` (a timer on
+    the loop checks every ``tick`` seconds). With ``early``, a task may be cut up to
+    ``tick`` seconds before its deadline, never after it; without, never before it
+    and up to ``tick`` after."""
 
-    def __init__(
-        self, *, seconds: float, tick: float, early: bool = False, clock: Monotonic = monotonic
-    ) -> None:
+    def __init__(self, *, seconds: float, tick: float, early: bool = False) -> None:
         self.seconds = seconds
-        self._clock = clock
         self.tick = tick
         self._offset = seconds - tick if early else seconds
-        self._watched: dict[asyncio.Task[Any], float] = {}  # task -> deadline, loop time
+        self._watched: dict[asyncio.Task[Any], float] = {}  # task -> deadline, monotonic()
         self._cut: set[asyncio.Task[Any]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the one last watched from
@@ -57,7 +55,7 @@ class Deadlines:
             task = asyncio.current_task(loop)
             if task is None:
                 raise RuntimeError("Deadlines.watch is for code running in a task")
-        self._watched[task] = self._clock() + self._offset
+        self._watched[task] = monotonic() + self._offset
         if self._timer is None:
             self._timer = loop.call_later(self.tick, self._check)
         return task
@@ -74,7 +72,7 @@ class Deadlines:
             self._cut.discard(task)
 
     def _check(self) -> None:
-        now = self._clock()
+        now = monotonic()
         for task, deadline in self._watched.items():
             if deadline <= now and task not in self._cut:
                 self._cut.add(task)

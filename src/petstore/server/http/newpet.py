@@ -61,10 +61,11 @@ def _expected(kind: msgspec.inspect.Type) -> str:
 
 
 class _Member:
-    """One NewPet member: its field's type, decoder and message, and its struct name."""
+    """One NewPet member: its field's type, decoder and message, and the struct's name
+    for it (its attribute)."""
 
     def __init__(self, field: msgspec.structs.FieldInfo) -> None:
-        self.field = field.name
+        self.attribute = field.name
         self.decoder = msgspec.json.Decoder(field.type)
         self.kind = msgspec.inspect.type_info(field.type)
         self.refusal = f"{field.encode_name}: must be {_expected(self.kind)}"
@@ -84,7 +85,7 @@ class _Member:
         raise errors.InvalidRequest(self.refusal)
 
 
-_FIELDS = {field.encode_name: _Member(field) for field in msgspec.structs.fields(NewPet)}
+_BY_MEMBER = {field.encode_name: _Member(field) for field in msgspec.structs.fields(NewPet)}
 
 
 def parse_new_pet(body: bytes) -> NewPet:
@@ -124,17 +125,17 @@ def validate(members: dict[str, msgspec.Raw]) -> NewPet:
     struct's order."""
     values: dict[str, Any] = {}
     for member, raw in members.items():
-        field = _FIELDS.get(member)
-        if field is None:
+        known = _BY_MEMBER.get(member)
+        if known is None:
             raise errors.InvalidRequest(f"{member}: {_NOT_A_MEMBER}")
-        value = field.value(bytes(raw))
+        value = known.value(bytes(raw))
         check = NEW_PET_CHECKS.get(member)
         problem = None if check is None else check(value)
         if problem is not None:
             raise errors.InvalidRequest(f"{member}: {problem}")
-        values[field.field] = value
+        values[known.attribute] = value
     for member in NEW_PET_REQUIRED:
-        if _FIELDS[member].field not in values:
+        if _BY_MEMBER[member].attribute not in values:
             raise errors.InvalidRequest(f"{member}: is required")
     return NewPet(**values)
 

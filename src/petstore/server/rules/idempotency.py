@@ -30,11 +30,10 @@ from petstore.server.store import IdempotencyClaim, Store
 #: D16: how long a key is remembered.
 TTL = timedelta(hours=24)
 
-#: The fingerprint's version: stored as 64 hex digits (version 1). A later version,
-#: should the encoding ever change, would be stored as ``<version>:<hex>`` and each
-#: record compared by the version it was stored with.
-FINGERPRINT_VERSION = 1
-#: Version 1's members, always encoded, in this order: NewPet as it was defined then.
+#: The fingerprint's version 1 (stored as 64 hex digits): its members, always
+#: encoded, in this order, NewPet as it was defined then. A later version, should the
+#: encoding ever change, would be stored as ``<version>:<hex>`` and each record
+#: compared by the version it was stored with.
 _V1_MEMBERS = ("name", "categoryId", "status")
 _encoder = msgspec.json.Encoder()
 

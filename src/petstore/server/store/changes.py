@@ -11,7 +11,7 @@ before may no longer be the database's:
   failover). The database counts those in its *version* (triggers on ``pets``,
   migrations 0004 and 0005; PostgreSQL adds the table's identity and the server's
   start), and the signal *looks* at it in the background, at most every
-  ``look_seconds``, while answers are being kept. A version that moved moves the
+  :data:`LOOK_SECONDS`, while answers are being kept. A version that moved moves the
   generation.
 
 Adding animals moves nothing: the store hands out each new id above every committed
@@ -19,10 +19,10 @@ one (D5, D9), so a new animal is no kept animal (only found ones are kept) and l
 past every kept page (only pages that more animals follow are kept).
 
 An answer is stamped (:meth:`stamp`) before it is read, and good (:meth:`holds`) while
-the generation is the stamp's and less than ``kept_seconds`` have passed since the
+the generation is the stamp's and less than :data:`KEPT_SECONDS` have passed since the
 later of its read and the latest look that found the version unchanged. So a change
 through this store shows at once on this instance, and any other change within
-``kept_seconds`` (5 s) on every instance. Time comes from the injected ``monotonic``
+:data:`KEPT_SECONDS` (5 s) on every instance. Time comes from the injected ``monotonic``
 clock, in seconds.
 """
 
@@ -60,13 +60,9 @@ class PetChanges:
         version: Callable[[], Awaitable[tuple[Any, ...] | None]],
         *,
         monotonic: Monotonic,
-        kept_seconds: float = KEPT_SECONDS,
-        look_seconds: float = LOOK_SECONDS,
     ) -> None:
         self._version = version
         self._now = monotonic
-        self.kept_seconds = kept_seconds
-        self._look_seconds = look_seconds
         self.generation = 0
         self._seen: tuple[Any, ...] | None = None  # the version as of the latest look
         self._looked = -math.inf  # when the latest look that found it unchanged was sent
@@ -90,10 +86,10 @@ class PetChanges:
             return False
         now = self._now()
         self._look_if_due(now)
-        return now - max(stamp.read_at, self._looked) < self.kept_seconds
+        return now - max(stamp.read_at, self._looked) < KEPT_SECONDS
 
     def _look_if_due(self, now: float) -> None:
-        if self._looking is None and now - self._sent >= self._look_seconds:
+        if self._looking is None and now - self._sent >= LOOK_SECONDS:
             self._sent = now
             self._looking = asyncio.ensure_future(self._look(now))
 

@@ -61,6 +61,11 @@ class IdempotencyStatements(NamedTuple):
     purge: LiteralString
 
 
+#: What a statement of :class:`IdempotencyStatements` that returns a record lists, in
+#: both dialects.
+RECORD_COLUMNS = "api_key_id, idempotency_key AS key, fingerprint, response, created_at"
+
+
 def record_of(row: Row) -> IdempotencyRecord:
     """The record of a row of :class:`IdempotencyStatements`. Raises
     msgspec.ValidationError or msgspec.DecodeError for a damaged row."""

@@ -16,10 +16,10 @@ own animal only, so one bad row fails only its own getPet.
 
 from __future__ import annotations
 
+import msgspec
 from lru import LRU
 
 from petstore.schemas import INT64_MAX, Pet
-from petstore.server import errors
 from petstore.server.store.changes import Stamp
 from petstore.server.store.decorator import PetsDecorator
 from petstore.server.store.pets import PetRepository
@@ -33,12 +33,11 @@ BLOCK_IDS = 32
 
 class KeptPets(PetsDecorator):
     """``inner`` whose found animals are answered from memory, as the module says; the
-    least recently used animals make room beyond ``max_pets``."""
+    least recently used animals make room beyond :data:`KEPT_PETS_MAX`."""
 
-    def __init__(self, inner: PetRepository, *, max_pets: int = KEPT_PETS_MAX) -> None:
+    def __init__(self, inner: PetRepository) -> None:
         super().__init__(inner)
-        self._max_pets = max_pets
-        self._pets: LRU[int, tuple[Pet, Stamp]] = LRU(max_pets)
+        self._pets: LRU[int, tuple[Pet, Stamp]] = LRU(KEPT_PETS_MAX)
 
     async def get(self, pet_id: int) -> Pet | None:
         """``PetRepository.get``: the kept animal while it holds, else read with its
@@ -48,12 +47,10 @@ class KeptPets(PetsDecorator):
         if kept is not None and changes.holds(kept[1]):
             return kept[0]
         stamp = changes.stamp()
-        if len(self._pets) + BLOCK_IDS <= self._max_pets:
+        if len(self._pets) + BLOCK_IDS <= KEPT_PETS_MAX:
             try:
                 return await self._read_block(pet_id, stamp)
-            except errors.Unavailable:
-                raise
-            except Exception:  # a damaged row in the block fails only its own getPet
+            except msgspec.ValidationError:  # a damaged row fails only its own getPet
                 return await self._read_alone(pet_id, stamp)
         return await self._read_alone(pet_id, stamp)
 

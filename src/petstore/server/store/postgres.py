@@ -18,7 +18,7 @@ from datetime import datetime
 from petstore.schemas import NewPet, Pet
 from petstore.server.store import Dialect
 from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyStatements
-from petstore.server.store.idempotency_records import IdempotencyStatements
+from petstore.server.store.idempotency_records import RECORD_COLUMNS, IdempotencyStatements
 from petstore.server.store.pets import PetStatements
 from petstore.server.store.postgres_pool import PostgresDatabase
 from petstore.server.store.rows import column_list, parameter_list, select_list
@@ -35,7 +35,6 @@ def _as_is(value: datetime) -> datetime:
 
 
 _PET = select_list(Pet)
-_RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at"
 
 #: PostgreSQL's SQL (psycopg's named ``%(name)s`` parameters). ``pets.insert`` takes
 #: the id order lock before its id is drawn, alone or in a transaction: the
@@ -113,11 +112,11 @@ DIALECT = Dialect(
             "%(pet_id)s, %(response)s, %(created_at)s) ON CONFLICT DO NOTHING RETURNING pet_id"
         ),
         select=(
-            f"SELECT {_RECORD} FROM idempotency_records "
+            f"SELECT {RECORD_COLUMNS} FROM idempotency_records "
             "WHERE api_key_id = %(api_key_id)s AND idempotency_key = %(key)s"
         ),
         find=(
-            f"SELECT {_RECORD} FROM idempotency_records "
+            f"SELECT {RECORD_COLUMNS} FROM idempotency_records "
             "WHERE api_key_id = %(api_key_id)s AND idempotency_key = %(key)s "
             "AND created_at > %(created_after)s"
         ),

@@ -5,14 +5,16 @@ A stored value is described once, by its struct: a Pet by :class:`petstore.schem
 and :class:`petstore.schemas.NewPet`, an API key by ``store.ApiKey``. A table has a
 column for each field, named as the field (``category_id``). Every statement's list
 of returned columns follows from the struct (:func:`select_list`), each column named
-as the struct's field is named in JSON (``category_id AS "categoryId"``), and so do an
-insert's columns and named parameters (:func:`column_list`, :func:`parameter_list`),
-a value's parameters being its fields by column name (:func:`parameters`; many values
-at once as one JSON array of those, :func:`parameters_json`). A row comes back as a
-mapping of the names its statement gave the columns, and :func:`into` turns it into
-the struct by name, checking each value's type (a status outside PetStatus raises).
-Nothing depends on the order of columns, and a field added to a struct, with its
-column added by a migration, is written, read and returned with no other edit.
+as the struct's field is named in JSON (``category_id AS "categoryId"``), and so do a
+NewPet insert's columns and named parameters (:func:`column_list`,
+:func:`parameter_list`), a value's parameters being its fields by column name
+(:func:`parameters`; many values at once as one JSON array of those,
+:func:`parameters_json`). A row comes back as a mapping of the names its statement
+gave the columns, and :func:`into` turns it into the struct by name, checking each
+value's type (a status outside PetStatus raises). Nothing depends on the order of
+columns, and a field added to Pet and NewPet, with its column added by a migration,
+is written, read and returned with no other edit. An API key's insert, whose values
+the store computes (a hash, a prefix), names its columns in each dialect.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def parameters_json(values: Sequence[msgspec.Struct]) -> str:
     """``values`` as one JSON array of :func:`parameters`, in order: a statement
     takes any number of them as one parameter (SQLite's ``json_each``, PostgreSQL's
     ``json_populate_recordset``)."""
-    return msgspec.json.encode([msgspec.structs.asdict(value) for value in values]).decode()
+    return msgspec.json.encode([parameters(value) for value in values]).decode()
 
 
 def into(kind: type[S], row: Row) -> S:
@@ -77,4 +79,4 @@ def into(kind: type[S], row: Row) -> S:
 
 def all_into(kind: type[S], rows: Iterable[Row]) -> list[S]:
     """:func:`into` of each of ``rows``, in order."""
-    return [msgspec.convert(row, kind) for row in rows]
+    return [into(kind, row) for row in rows]

@@ -23,7 +23,7 @@ from petstore.schemas import NewPet, Pet
 from petstore.server.store import Dialect
 from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyStatements
 from petstore.server.store.driver import NONE, Params, Transaction
-from petstore.server.store.idempotency_records import IdempotencyStatements
+from petstore.server.store.idempotency_records import RECORD_COLUMNS, IdempotencyStatements
 from petstore.server.store.pets import PetStatements
 from petstore.server.store.rows import Row, column_list, parameter_list, select_list
 from petstore.server.store.sqlite_connections import (
@@ -40,7 +40,6 @@ T = TypeVar("T")
 _PET = select_list(Pet)
 #: A NewPet's columns out of ``json_each``'s ``value``, in ``column_list`` order.
 _FROM_JSON = ", ".join(f"value ->> '{field.name}'" for field in msgspec.structs.fields(NewPet))
-_RECORD = "api_key_id, idempotency_key AS key, fingerprint, response, created_at"
 
 #: SQLite's SQL (named ``:name`` parameters; timestamps as ISO text in UTC, :func:`iso`).
 #: One writer at a time and ``AUTOINCREMENT`` keep ids in commit order (D5, D9).
@@ -102,11 +101,11 @@ DIALECT = Dialect(
             "ON CONFLICT DO NOTHING RETURNING pet_id"
         ),
         select=(
-            f"SELECT {_RECORD} FROM idempotency_records "
+            f"SELECT {RECORD_COLUMNS} FROM idempotency_records "
             "WHERE api_key_id = :api_key_id AND idempotency_key = :key"
         ),
         find=(
-            f"SELECT {_RECORD} FROM idempotency_records "
+            f"SELECT {RECORD_COLUMNS} FROM idempotency_records "
             "WHERE api_key_id = :api_key_id AND idempotency_key = :key "
             "AND created_at > :created_after"
         ),

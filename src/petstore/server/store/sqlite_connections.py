@@ -144,8 +144,3 @@ def iso(value: datetime) -> str:
     """A timestamp as stored: one fixed UTC spelling, so stored timestamps compare
     correctly as text."""
     return value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """A stored timestamp (or NULL) back as an aware datetime (or None)."""
-    return None if value is None else datetime.fromisoformat(value)
