@@ -1,12 +1,13 @@
 """Availability of a chaos run as figures, per fault kind: what share of operations
 succeeded at their first attempt, what share was answered (successfully) within 1 s
 and within 5 s, retries included, and the longest times without a successful create
-and without a successful read. No I/O; :func:`table` gives the printed rows."""
+and without a successful read. No I/O; :func:`table` gives the printed rows, and
+:func:`judge` the longest gaps of each fault kind against D27's bounds."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from testbed.ops import Op, Window
@@ -89,3 +90,55 @@ def table(rows: Iterable[Availability]) -> list[str]:
             f"| {r.read_gap:.1f} | {r.p99_ms:.0f} |"
         )
     return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The longest a fault may stop successful creates and successful reads (seconds)."""
+
+    creates: float
+    reads: float
+
+
+#: D27: losing any one host stops creates for at most 15 s and reads for at most 5 s.
+D27 = Bound(creates=15.0, reads=5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What :func:`judge` found: one printed line per fault kind run (``lines``), the
+    number of kinds judged against a bound (``judged``) and of those that exceeded it
+    (``missed``)."""
+
+    lines: list[str]
+    judged: int
+    missed: int
+
+
+def judge(rows: Iterable[Availability], bounds: Mapping[str, Bound]) -> Judgement:
+    """Each row's longest gaps against its kind's bound in ``bounds`` (D27); a kind
+    without a bound (one that takes two hosts by design, two faults drawn together)
+    is named on a last line as outside D27 and not counted; the baseline is left out.
+    A gap above its bound is a miss, marked ``MISSED``; one equal to it (as printed,
+    to 0.1 s) is met."""
+    lines, outside, judged, missed = [], [], 0, 0
+    for row in rows:
+        bound = bounds.get(row.kind)
+        if bound is None:
+            if row.kind != "no fault (baseline)":
+                outside.append(row.kind)
+            continue
+        over = [
+            round(gap, 1) > limit
+            for gap, limit in ((row.create_gap, bound.creates), (row.read_gap, bound.reads))
+        ]
+        judged, missed = judged + 1, missed + any(over)
+        marks = [" MISSED" if late else "" for late in over]
+        lines.append(
+            f"  D27 {row.kind}: without a create {row.create_gap:.1f} s (at most "
+            f"{bound.creates:g}){marks[0]}, without a read {row.read_gap:.1f} s (at most "
+            f"{bound.reads:g}){marks[1]}"
+        )
+    if outside:
+        lines.append(f"  D27 not judged, more than one host: {'; '.join(outside)}")
+    return Judgement(lines, judged, missed)

@@ -19,6 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.availability import D27, Bound
 from testbed.cluster import Cluster
 from testbed.disks import refuses_writes
 from testbed.failover import NODES
@@ -53,6 +54,15 @@ KINDS = (
     "active load balancer paused",
     "data node's disk full",
 )
+#: The kinds that take two hosts by design (two data nodes, or the monitor with the
+#: primary): outside D27, which bounds the loss of one host.
+TWO_HOSTS = (
+    "secondary cut off and primary killed",
+    "both secondaries cut off and primary lost",
+    "monitor lost while the primary is lost",
+)
+#: The bound of each kind that takes one host (D27), for :func:`testbed.availability.judge`.
+BOUNDS: dict[str, Bound] = {kind: D27 for kind in KINDS if kind not in TWO_HOSTS}
 #: The kind that needs each data node's folder on a small disk of its own.
 DISK_FULL = "data node's disk full"
 
