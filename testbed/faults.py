@@ -304,7 +304,7 @@ def faults(
 
     def lose_balancer() -> None:
         # Its HAProxy and keepalived killed, its link down: the other keepalived
-        # hears no advert for 3 s and takes the address.
+        # hears no advert for about 1.8 s (3 of 0.5 s, and its skew) and takes the address.
         def lose(name: str) -> None:
             lbs.lose(name)
             net.unplug(name)
@@ -314,12 +314,14 @@ def faults(
         whole()
 
     def pause_balancer() -> None:
-        # Its kernel still holds the address, its processes are silent; when they
-        # resume the higher priority takes the address back (a second move).
+        # Its kernel still holds the address and acknowledges what is sent to it, its
+        # processes are silent; when they resume, VRRP's two masters settle by
+        # priority (nopreempt covers a backup only), which is measured.
         paused = move_address(lambda name: lbs.pause(name, signal.SIGSTOP))
         time.sleep(hold)
         lbs.pause(paused, signal.SIGCONT)
         whole()
+        notes.measured.append(f"{paused} resumed: the address is on {', '.join(lbs.holders())}")
 
     def fill_disk() -> None:
         # The primary's: a create that needs a new page fails there (503, nothing
