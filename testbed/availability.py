@@ -100,8 +100,13 @@ class Bound:
     reads: float
 
 
-#: D27: losing any one host stops creates for at most 15 s and reads for at most 5 s.
+#: D27: losing any one host stops creates for at most 15 s and reads for at most 5 s,
 D27 = Bound(creates=15.0, reads=5.0)
+#: but a fault of the primary data node that a failover ends (its host lost, cut off,
+#: its PostgreSQL frozen) stops both for at most 20 s: the monitor's detection, its
+#: wait for the old primary to step down, the promotion and the instances' new
+#: connections (docs/reliability.md).
+D27_PRIMARY = Bound(creates=20.0, reads=20.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +120,22 @@ class Judgement:
     missed: int
 
 
-def judge(rows: Iterable[Availability], bounds: Mapping[str, Bound]) -> Judgement:
-    """Each row's longest gaps against its kind's bound in ``bounds`` (D27); a kind
-    without a bound (one that takes two hosts by design, two faults drawn together)
-    is named on a last line as outside D27 and not counted; the baseline is left out.
-    A gap above its bound is a miss, marked ``MISSED``; one equal to it (as printed,
-    to 0.1 s) is met."""
-    lines, outside, judged, missed = [], [], 0, 0
+def judge(
+    rows: Iterable[Availability], bounds: Mapping[str, Bound], outside: Mapping[str, str]
+) -> Judgement:
+    """Each row's longest gaps against its kind's bound in ``bounds`` (D27). A kind
+    without a bound is not counted: it is named on a line of its reason in
+    ``outside`` (kind: reason), or of "more than one host" (two faults drawn
+    together); the baseline is left out. A gap above its bound is a miss, marked
+    ``MISSED``; one equal to it (as printed, to 0.1 s) is met."""
+    lines, judged, missed = [], 0, 0
+    unjudged: dict[str, list[str]] = {}
     for row in rows:
         bound = bounds.get(row.kind)
         if bound is None:
             if row.kind != "no fault (baseline)":
-                outside.append(row.kind)
+                reason = outside.get(row.kind, "more than one host")
+                unjudged.setdefault(reason, []).append(row.kind)
             continue
         over = [
             round(gap, 1) > limit
@@ -139,6 +148,6 @@ def judge(rows: Iterable[Availability], bounds: Mapping[str, Bound]) -> Judgemen
             f"{bound.creates:g}){marks[0]}, without a read {row.read_gap:.1f} s (at most "
             f"{bound.reads:g}){marks[1]}"
         )
-    if outside:
-        lines.append(f"  D27 not judged, more than one host: {'; '.join(outside)}")
+    for reason, kinds in unjudged.items():
+        lines.append(f"  D27 not judged, {reason}: {'; '.join(kinds)}")
     return Judgement(lines, judged, missed)

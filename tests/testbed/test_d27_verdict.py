@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 
 from testbed import chaos_network, faults
-from testbed.availability import D27, Availability, Bound, judge
+from testbed.availability import D27, D27_PRIMARY, Availability, Bound, judge
 from testbed.history import Op, Window
 from testbed.limit_probe import Judgement
 
@@ -19,7 +19,7 @@ def row(kind: str, create_gap: float, read_gap: float) -> Availability:
 
 def test_a_gap_over_its_bound_is_a_miss_and_one_at_it_is_met() -> None:
     bounds = {"a": Bound(creates=15.0, reads=5.0), "b": Bound(creates=15.0, reads=5.0)}
-    verdict = judge([row("a", 15.0, 5.04), row("b", 3.0, 7.2)], bounds)
+    verdict = judge([row("a", 15.0, 5.04), row("b", 3.0, 7.2)], bounds, {})
     assert (verdict.judged, verdict.missed) == (2, 1)
     assert verdict.lines == [
         "  D27 a: without a create 15.0 s (at most 15), without a read 5.0 s (at most 5)",
@@ -28,26 +28,33 @@ def test_a_gap_over_its_bound_is_a_miss_and_one_at_it_is_met() -> None:
 
 
 def test_a_kind_missing_both_bounds_counts_once() -> None:
-    verdict = judge([row("a", 16.0, 16.0)], {"a": D27})
+    verdict = judge([row("a", 16.0, 16.0)], {"a": D27}, {})
     assert (verdict.judged, verdict.missed) == (1, 1)
     assert verdict.lines[0].count("MISSED") == 2
 
 
 def test_kinds_without_a_bound_are_named_not_judged_and_the_baseline_left_out() -> None:
-    rows = [row("no fault (baseline)", 0.2, 0.3), row("two at once", 30.0, 30.0)]
-    verdict = judge([*rows, row("a", 1.0, 1.0)], {"a": D27})
+    rows = [row("no fault (baseline)", 0.2, 0.3), row("x + y", 30.0, 30.0), row("z", 9.0, 9.0)]
+    verdict = judge([*rows, row("a", 1.0, 1.0)], {"a": D27}, {"z": "no failover"})
     assert (verdict.judged, verdict.missed) == (1, 0)
-    assert verdict.lines[-1] == "  D27 not judged, more than one host: two at once"
+    assert verdict.lines[1:] == [
+        "  D27 not judged, more than one host: x + y",
+        "  D27 not judged, no failover: z",
+    ]
     assert not any("baseline" in line for line in verdict.lines)
 
 
-def test_every_single_host_kind_has_d27s_bound_and_no_two_host_kind_has_one() -> None:
-    assert set(faults.TWO_HOSTS) < set(faults.KINDS)
-    assert set(faults.BOUNDS) == set(faults.KINDS) - set(faults.TWO_HOSTS)
-    assert "both secondaries cut off and primary lost" in faults.TWO_HOSTS
-    assert "monitor lost while the primary is lost" in faults.TWO_HOSTS
-    assert all(bound == D27 for bound in faults.BOUNDS.values())
-    assert (D27.creates, D27.reads) == (15.0, 5.0)
+def test_each_kind_is_judged_against_its_bound_or_named_outside_d27() -> None:
+    assert set(faults.BOUNDS) | set(faults.OUTSIDE) == set(faults.KINDS)
+    assert not set(faults.BOUNDS) & set(faults.OUTSIDE)
+    for kind in ("both secondaries cut off and primary lost", "data node's disk full"):
+        assert kind in faults.OUTSIDE
+    assert faults.BOUNDS["primary isolated from monitor and secondaries"] == D27_PRIMARY
+    assert faults.BOUNDS["active load balancer paused"] == D27
+    assert {kind for kind, bound in faults.BOUNDS.items() if bound != D27} == set(
+        faults.FAILED_OVER
+    )
+    assert (D27.creates, D27.reads, D27_PRIMARY.creates, D27_PRIMARY.reads) == (15, 5, 20, 20)
 
 
 def test_the_last_line_counts_the_kinds_that_missed() -> None:
