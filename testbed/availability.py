@@ -1,12 +1,13 @@
 """Availability of a chaos run as figures, per fault kind: what share of operations
 succeeded at their first attempt, what share was answered (successfully) within 1 s
 and within 5 s, retries included, and the longest times without a successful create
-and without a successful read. No I/O; :func:`table` gives the printed rows."""
+and without a successful read. No I/O; :func:`table` gives the printed rows, and
+:func:`judge` the longest gaps of each fault kind against D27's bounds."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from testbed.ops import Op, Window
@@ -89,3 +90,64 @@ def table(rows: Iterable[Availability]) -> list[str]:
             f"| {r.read_gap:.1f} | {r.p99_ms:.0f} |"
         )
     return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The longest a fault may stop successful creates and successful reads (seconds)."""
+
+    creates: float
+    reads: float
+
+
+#: D27: losing any one host stops creates for at most 15 s and reads for at most 5 s,
+D27 = Bound(creates=15.0, reads=5.0)
+#: but a fault of the primary data node that a failover ends (its host lost, cut off,
+#: its PostgreSQL frozen) stops both for at most 20 s: the monitor's detection, its
+#: wait for the old primary to step down, the promotion and the instances' new
+#: connections (docs/reliability.md).
+D27_PRIMARY = Bound(creates=20.0, reads=20.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What :func:`judge` found: one printed line per fault kind run (``lines``), the
+    number of kinds judged against a bound (``judged``) and of those that exceeded it
+    (``missed``)."""
+
+    lines: list[str]
+    judged: int
+    missed: int
+
+
+def judge(
+    rows: Iterable[Availability], bounds: Mapping[str, Bound], outside: Mapping[str, str]
+) -> Judgement:
+    """Each row's longest gaps against its kind's bound in ``bounds`` (D27). A kind
+    without a bound is not counted: it is named on a line of its reason in
+    ``outside`` (kind: reason), or of "more than one host" (two faults drawn
+    together); the baseline is left out. A gap above its bound is a miss, marked
+    ``MISSED``; one equal to it (as printed, to 0.1 s) is met."""
+    lines, judged, missed = [], 0, 0
+    unjudged: dict[str, list[str]] = {}
+    for row in rows:
+        bound = bounds.get(row.kind)
+        if bound is None:
+            if row.kind != "no fault (baseline)":
+                reason = outside.get(row.kind, "more than one host")
+                unjudged.setdefault(reason, []).append(row.kind)
+            continue
+        over = [
+            round(gap, 1) > limit
+            for gap, limit in ((row.create_gap, bound.creates), (row.read_gap, bound.reads))
+        ]
+        judged, missed = judged + 1, missed + any(over)
+        marks = [" MISSED" if late else "" for late in over]
+        lines.append(
+            f"  D27 {row.kind}: without a create {row.create_gap:.1f} s (at most "
+            f"{bound.creates:g}){marks[0]}, without a read {row.read_gap:.1f} s (at most "
+            f"{bound.reads:g}){marks[1]}"
+        )
+    for reason, kinds in unjudged.items():
+        lines.append(f"  D27 not judged, {reason}: {'; '.join(kinds)}")
+    return Judgement(lines, judged, missed)

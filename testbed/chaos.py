@@ -25,6 +25,7 @@ import argparse
 import itertools
 import random
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -45,15 +46,28 @@ from testbed.failover import NODES
 
 #: The workers' client: retries after the first attempt, and each attempt's timeout (s).
 RETRIES, TIMEOUT = 30, 10.0
+#: TCP keepalives on the workers' connections: a probe after 1 s without traffic,
+#: then every 1 s, 3 unanswered and the connection is dropped. A request sent to a
+#: load balancer that froze is acknowledged by its kernel and never answered; once
+#: the address has moved (D27), the next probe reaches the other load balancer, which
+#: resets the connection, and the client retries at once instead of waiting its
+#: 10 s timeout (docs/operations/deploy.md, step 10b).
+KEEPALIVES = [
+    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+    (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1),
+    (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1),
+    (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3),
+]
 
 
 def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:
     """A client as the workers use it, with its own retry budget: 30 retries, 0.25 s
     doubling to at most 2 s apart, or the service's Retry-After: about 30 s of sleeps,
-    more than a database failover takes; each attempt waits up to 10 s for its answer."""
+    more than a database failover takes; each attempt waits up to 10 s for its answer,
+    and a connection whose peer vanished is dropped within about 1 s (:data:`KEEPALIVES`)."""
     return Client(
         url, api_key=key, max_retries=RETRIES, backoff=0.25, max_sleep=2.0, timeout=TIMEOUT,
-        event_hooks=hooks,
+        transport=httpx.HTTPTransport(socket_options=KEEPALIVES), event_hooks=hooks,
     )  # fmt: skip
 
 

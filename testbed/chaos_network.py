@@ -11,17 +11,22 @@ The seed is printed first: the same seed replays the same schedule (which faults
 in which order, their victims and lengths). The final state is read through HAProxy and
 from every PostgreSQL data node directly (:mod:`testbed.final_state`), once the
 secondaries caught up, and the views compared. It prints an availability table per
-fault kind (:mod:`testbed.availability`), the anomalies found, how far the list walks
-reached, and, as the last line (one line, wrapped here)::
+fault kind (:mod:`testbed.availability`), under it each kind's longest gaps against
+D27's bounds (:data:`testbed.faults.BOUNDS`; the kinds outside them, two hosts by
+design or a primary that is not failed over, are named, not judged), the anomalies
+found, how far the list walks reached, and, as the last line (one line, wrapped
+here)::
 
     chaos-network: operations N, acknowledged A, faults F of K kinds, lost L,
     duplicated D, stale S, skipped P, phantom H, stored after an error E,
-    nodes agree, failed X of N (retry budget B s)
+    nodes agree, failed X of N (retry budget B s), D27 missed M of J
 
-(``nodes differ`` when a data node or the service disagrees with the primary). Exit
-status 0 when every anomaly (ids reused or not increasing too) and failed are 0 and
-the nodes agree. Everything it started (processes, namespaces) is removed when it
-ends, on an error or a signal (SIGINT, SIGTERM) too.
+(``nodes differ`` when a data node or the service disagrees with the primary; J
+single-host kinds judged, M of them over a bound). Exit status 0 when every anomaly
+(ids reused or not increasing too) and failed are 0 and the nodes agree; a D27 miss
+is a timing on a shared machine, printed, not failed. Everything it started
+(processes, namespaces) is removed when it ends, on an error or a signal (SIGINT,
+SIGTERM) too.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any
 
 from testbed import faults as chaos_faults
 from testbed import limit_probe, workload
-from testbed.availability import availability, table
+from testbed.availability import availability, judge, table
 from testbed.chaos import RETRIES, TIMEOUT, client
 from testbed.cluster import Cluster
 from testbed.final_state import disagreements, node_states
@@ -153,15 +158,19 @@ def report(
     ops: list[Op], windows: list[Window], stored: list[Pet], differ: list[str],
     limits: limit_probe.Judgement, *, out: Any = sys.stdout,
 ) -> dict[str, int]:  # fmt: skip
-    """Print the availability table, the anomalies found (``differ``: how the data
-    nodes' and the service's views of the final state differ), what the rate-limit
-    probe saw (``limits``) and the last line; returns the counts (``operations``,
-    ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``, ``over_limit``,
-    ``late_limit``, ``failing_open``, then the checker's,
-    :meth:`testbed.history.Verdict.counts`)."""
+    """Print the availability table and D27's verdict on it, the anomalies found
+    (``differ``: how the data nodes' and the service's views of the final state
+    differ), what the rate-limit probe saw (``limits``) and the last line; returns the
+    counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``,
+    ``over_limit``, ``late_limit``, ``failing_open``, ``d27_missed``, ``d27_judged``,
+    then the checker's, :meth:`testbed.history.Verdict.counts`)."""
     verdict = check(ops, stored)
     budget = (RETRIES + 1) * TIMEOUT
-    print("", *table(availability(ops, windows)), sep="\n", file=out)
+    rows = availability(ops, windows)
+    print("", *table(rows), sep="\n", file=out)
+    d27 = judge(rows, chaos_faults.BOUNDS, chaos_faults.OUTSIDE)
+    for line in d27.lines:
+        print(line, file=out)
     print(
         f"  retry budget: {RETRIES + 1} attempts x {TIMEOUT:.0f} s = {budget:.0f} s "
         "(the sleeps between them aside)",
@@ -201,14 +210,16 @@ def report(
         f"skipped {counts['skipped']}, phantom {counts['phantom']}, "
         f"stored after an error {counts['stored_after_error']}, "
         f"nodes {'differ' if differ else 'agree'}, "
-        f"failed {counts['failed']} of {len(ops)} (retry budget {budget:.0f} s)",
+        f"failed {counts['failed']} of {len(ops)} (retry budget {budget:.0f} s), "
+        f"D27 missed {d27.missed} of {d27.judged}",
         file=out,
     )
     return {
         "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
         "kinds": len(set(faults)), "nodes_differ": len(differ),
         "over_limit": limits.over_limit, "late_limit": limits.late,
-        "failing_open": limits.failing_open, **counts,
+        "failing_open": limits.failing_open, "d27_missed": d27.missed,
+        "d27_judged": d27.judged, **counts,
     }  # fmt: skip
 
 

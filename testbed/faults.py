@@ -19,6 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.availability import D27, D27_PRIMARY, Bound
 from testbed.cluster import Cluster
 from testbed.disks import refuses_writes
 from testbed.failover import NODES
@@ -53,6 +54,32 @@ KINDS = (
     "active load balancer paused",
     "data node's disk full",
 )
+#: The kinds that take two hosts by design (two data nodes, or the monitor with the
+#: primary): outside D27, which bounds the loss of one host.
+TWO_HOSTS = (
+    "secondary cut off and primary killed",
+    "both secondaries cut off and primary lost",
+    "monitor lost while the primary is lost",
+)
+#: The primary data node's faults that a failover ends (a data node lost is the
+#: primary a third of the time): D27's bound for the primary.
+FAILED_OVER = (
+    "data node host lost",
+    "primary isolated from monitor and secondaries",
+    "primary's PostgreSQL paused",
+)
+#: The primary's faults that pg_auto_failover does not fail over, the primary being up
+#: and answering: creates wait until it commits again, as long as the fault lasts (D27).
+NOT_FAILED_OVER = ("data node's disk full", "primary cannot hear its secondaries")
+#: Why each kind outside D27's seconds is not judged, for :func:`testbed.availability.judge`.
+OUTSIDE: dict[str, str] = {
+    **dict.fromkeys(TWO_HOSTS, "more than one host"),
+    **dict.fromkeys(NOT_FAILED_OVER, "no failover, creates wait for the fault's end"),
+}
+#: The bound of each other kind (D27), for :func:`testbed.availability.judge`.
+BOUNDS: dict[str, Bound] = {
+    kind: D27_PRIMARY if kind in FAILED_OVER else D27 for kind in KINDS if kind not in OUTSIDE
+}
 #: The kind that needs each data node's folder on a small disk of its own.
 DISK_FULL = "data node's disk full"
 
@@ -294,7 +321,7 @@ def faults(
 
     def lose_balancer() -> None:
         # Its HAProxy and keepalived killed, its link down: the other keepalived
-        # hears no advert for 3 s and takes the address.
+        # hears no advert for about 1.8 s (3 of 0.5 s, and its skew) and takes the address.
         def lose(name: str) -> None:
             lbs.lose(name)
             net.unplug(name)
@@ -304,12 +331,14 @@ def faults(
         whole()
 
     def pause_balancer() -> None:
-        # Its kernel still holds the address, its processes are silent; when they
-        # resume the higher priority takes the address back (a second move).
+        # Its kernel still holds the address and acknowledges what is sent to it, its
+        # processes are silent; when they resume, VRRP's two masters settle by
+        # priority (nopreempt covers a backup only), which is measured.
         paused = move_address(lambda name: lbs.pause(name, signal.SIGSTOP))
         time.sleep(hold)
         lbs.pause(paused, signal.SIGCONT)
         whole()
+        notes.measured.append(f"{paused} resumed: the address is on {', '.join(lbs.holders())}")
 
     def fill_disk() -> None:
         # The primary's: a create that needs a new page fails there (503, nothing

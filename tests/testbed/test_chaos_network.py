@@ -76,8 +76,14 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
         f"chaos-network: operations {counts['operations']}, acknowledged "
         f"{counts['acknowledged']}, faults 6 of 6 kinds, lost 0, duplicated 0, stale 0, "
         f"skipped 0, phantom 0, stored after an error 0, nodes agree, "
-        f"failed 0 of {counts['operations']} (retry budget 310 s)"
+        f"failed 0 of {counts['operations']} (retry budget 310 s), "
+        f"D27 missed {counts['d27_missed']} of 4"
     )
+    # D27 judges the four single-host kinds, one line each, and names the two others.
+    judged = [line for line in lines if line.startswith("  D27 ") and "not judged" not in line]
+    assert len(judged) == counts["d27_judged"] == 4
+    assert sum("MISSED" in line for line in judged) == counts["d27_missed"]
+    assert lines.index(judged[0]) > max(i for i, line in enumerate(lines) if line.startswith("| "))
     rows = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ")]
     assert rows[0] == "fault"
     assert sorted(rows[1:]) == sorted(["no fault (baseline)", *faults.SHORT_RUN])
