@@ -5,3 +5,9 @@ this machine (:mod:`testbed.cluster`, ``make cluster``), breaks it under load
 stop servers. It drives the service from outside, through :mod:`petstore.client` and
 real processes. Operators do not install it: the wheel holds ``petstore`` only, and
 what an operator ships stays in ``deploy/`` (docs/operations/)."""
+
+from pathlib import Path
+
+#: The operator's files that the test bed runs as they are (haproxy.cfg,
+#: keepalived/, postgres/, pgbackrest/, redis/, the environments' settings).
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"

@@ -19,12 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from testbed import DEPLOY
 from testbed.balancers import accepts
 from testbed.hosts import Loopback
 from testbed.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
-#: The operator's files: pgbackrest/ and postgres/archiving.conf.
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 STANZA = "petstore"
 #: pgBackRest's TLS servers' port (its default).
 TLS_PORT = 8432

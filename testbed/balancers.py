@@ -15,11 +15,10 @@ import socket
 import subprocess
 from pathlib import Path
 
+from testbed import DEPLOY
 from testbed.hosts import Loopback, Network
 from testbed.processes import Daemon, kill_group, program, wait_for
 
-#: The operator's files: haproxy.cfg and keepalived/.
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 #: keepalived's priority per host: the first wins the first election.
 PRIORITIES = (150, 100)
 

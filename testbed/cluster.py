@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 from dotenv import dotenv_values
 
-from testbed import backups
+from testbed import DEPLOY, backups
 from testbed import hosts as test_hosts
 from testbed.balancers import Balancers, accepts
 from testbed.failover import NODES, PostgresNodes
@@ -50,8 +50,6 @@ from testbed.processes import (
     wait_for,
 )
 
-#: The operator's files this harness runs: haproxy.cfg, redis/, <environment>/.
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 STATE_DIR = DEPLOY.parent / ".cluster"
 #: What :meth:`Cluster.save` writes under the root, for ``down`` from another process.
 STATE_FILE = "state.json"

@@ -27,12 +27,11 @@ from typing import Any
 
 import psycopg
 
+from testbed import DEPLOY
 from testbed.disks import SmallDisk
 from testbed.hosts import Hosts
 from testbed.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
-#: The operator's files: postgres/monitor.conf and postgres/keeper.conf.
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 DATABASE = "petstore"
 NODES = 3
 _PACKAGE = "pg-auto-failover-cli and postgresql-15-auto-failover"

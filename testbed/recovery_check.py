@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.cluster import DEPLOY
+from testbed import DEPLOY
 from testbed.ops import Op
 from testbed.restore import Restored
 
