@@ -57,7 +57,11 @@ class Balancers:
         """Start HAProxy on host ``name``, then its keepalived (with a virtual
         address); returns once that HAProxy accepts connections."""
         config = self.root / f"haproxy-{name}.cfg"
-        lines = [f"    server i{n} {at}:{port}\n" for n, (at, port) in enumerate(self.servers, 1)]
+        servers = list(enumerate(self.servers, 1))
+        lines = [f"    server i{n} {at}:{port}\n" for n, (at, port) in servers]
+        lines += [
+            f"    server i{n}-backup {at}:{port} backup no-check\n" for n, (at, port) in servers
+        ]
         config.write_text((DEPLOY / "haproxy.cfg").read_text() + "".join(lines))
         own = self.hosts.addresses[name]
         env = {**os.environ, **self.settings}
