@@ -83,7 +83,7 @@ def run(
         print(f"Test hosts up in {time.monotonic() - began:.1f} s: {cluster.url}", file=out)
         with cluster.harness():
             with (
-                workload.load(cluster, key, workers) as book,
+                workload.load(cluster, key, workers, readers=1) as book,
                 limit_probe.probing(cluster, probe_key, f"client{workers + 1}") as answers,
             ):
                 joint = Joint() if overlap else None

@@ -9,8 +9,10 @@ worker had acknowledged, half of any of the last 500), and 2 list walks of 100 a
 following ``rel="next"``, one of three kinds: every ``sold`` animal to the end, the
 rest of a walk from a ``rel="next"`` cursor another walk took at most 5 s before
 (the cursor to its last page: the newest animals), or the first 300 of a random
-status. Every page is recorded with its own times and animals, every operation with
-its HTTP requests (retries included).
+status. A reader (``load(..., readers=1)``) only reads: of 5 operations, 4 getPet and
+a list walk, so that whether reads are served shows while every other worker waits
+on a create (D27 bounds reads apart from creates). Every page is recorded with its
+own times and animals, every operation with its HTTP requests (retries included).
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ _STATUSES = list(PetStatus)
 RARE = PetStatus.SOLD
 #: How old a remembered cursor may be to start a walk from (seconds).
 CURSOR_AGE = 5.0
+#: A worker's operations, in turn: 6 creates, 2 getPet, 2 list walks.
+MIX = ("create",) * 6 + ("read",) * 2 + ("list",) * 2
+#: A reader's: 4 getPet, a list walk.
+READER_MIX = ("read",) * 4 + ("list",)
 
 
 class Recorder:
@@ -89,10 +95,12 @@ def _outcome(exc: PetstoreClientError) -> tuple[str, int]:
 
 
 def worker(
-    index: int, cluster: Cluster, key: str, book: Recorder, stop: threading.Event, prefix: str = "w"
-) -> None:
-    """On host ``client<index+1>``: the operations of the module's mix until ``stop``;
-    its animals are named (and keyed) ``<prefix><index>-<n>``."""
+    index: int, cluster: Cluster, key: str, book: Recorder, stop: threading.Event,
+    prefix: str = "w", mix: tuple[str, ...] = MIX,
+) -> None:  # fmt: skip
+    """On host ``client<index+1>``: the operations of ``mix`` in turn until ``stop``,
+    once a first animal is acknowledged (until then a worker creates, a reader
+    waits); its animals are named (and keyed) ``<prefix><index>-<n>``."""
     rng = random.Random(index)
     trace = _Trace()
     assert isinstance(cluster.hosts, Network)
@@ -101,8 +109,10 @@ def worker(
         for n in itertools.count():
             if stop.is_set():
                 return
-            what = ("create",) * 6 + ("read",) * 2 + ("list",) * 2
-            kind = what[n % 10] if book.acknowledged else "create"
+            if not book.acknowledged and "create" not in mix:
+                time.sleep(0.05)  # a reader waits for an animal to read
+                continue
+            kind = mix[n % len(mix)] if book.acknowledged else "create"
             book.ops.append(_one(api, kind, index, n, rng, book, trace, prefix))
 
 
@@ -178,13 +188,19 @@ def _walk(
 
 
 @contextmanager
-def load(cluster: Cluster, key: str, workers: int, *, prefix: str = "w") -> Iterator[Recorder]:
+def load(
+    cluster: Cluster, key: str, workers: int, *, prefix: str = "w", readers: int = 0
+) -> Iterator[Recorder]:
     """``workers`` threads of :func:`worker` (on hosts ``client1``..) for as long as
-    the block runs, naming their animals with ``prefix``; the recorder they fill."""
+    the block runs, naming their animals with ``prefix``, the last ``readers`` of them
+    (fewer than ``workers``) readers of :data:`READER_MIX`; the recorder they fill."""
     book, stop = Recorder(), threading.Event()
+    mixes = [MIX] * (workers - readers) + [READER_MIX] * readers
     threads = [
-        threading.Thread(target=worker, args=(i, cluster, key, book, stop, prefix), daemon=True)
-        for i in range(workers)
+        threading.Thread(
+            target=worker, args=(i, cluster, key, book, stop, prefix, mix), daemon=True
+        )
+        for i, mix in enumerate(mixes)
     ]
     for thread in threads:
         thread.start()
