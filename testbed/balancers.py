@@ -119,9 +119,13 @@ class Balancers:
 
     def states(self, name: str | None = None) -> dict[str, str]:
         """Each instance's state in the backend of HAProxy on ``name`` (the first by
-        default): ``UP``, ``DOWN``, ``MAINT``..."""
+        default): ``UP``, ``DOWN``, ``MAINT``... (its unchecked backup line aside)."""
         rows = csv.DictReader(self.command("show stat", name).removeprefix("# ").splitlines())
-        return {row["svname"]: row["status"] for row in rows if row["svname"].startswith("i")}
+        return {
+            row["svname"]: row["status"]
+            for row in rows
+            if row["svname"].startswith("i") and not row["svname"].endswith("-backup")
+        }
 
     def running(self) -> list[str]:
         """The hosts whose HAProxy runs (and is not paused)."""

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,10 +71,14 @@ def haproxy_env(tmp_path: Path, port: int) -> dict[str, str]:
 
 
 def config_for(tmp_path: Path, server_port: int) -> Path:
-    """deploy/haproxy.cfg with one ``server`` line, as ``make cluster`` writes it."""
+    """deploy/haproxy.cfg with the instance's ``server`` line and its unchecked backup,
+    as ``make cluster`` writes it."""
     config = tmp_path / "haproxy.cfg"
     text = (ROOT / "deploy" / "haproxy.cfg").read_text()
-    config.write_text(f"{text}    server app1 127.0.0.1:{server_port}\n")
+    config.write_text(
+        f"{text}    server app1 127.0.0.1:{server_port}\n"
+        f"    server app1-backup 127.0.0.1:{server_port} backup no-check\n"
+    )
     return config
 
 
@@ -80,6 +86,14 @@ def config_for(tmp_path: Path, server_port: int) -> Path:
 def balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, int]]:
     """A real server and HAProxy in front of it: (the server, HAProxy's port)."""
     root = tmp_path_factory.mktemp("haproxy")
+    with haproxy_in_front(root) as balanced:
+        yield balanced
+
+
+@contextmanager
+def haproxy_in_front(root: Path) -> Iterator[tuple[LiveServer, int]]:
+    """A real server under ``root`` and HAProxy in front of it, until the block ends:
+    (the server, HAProxy's port)."""
     server = LiveServer(root / "server")
     (root / "server").mkdir()
     server.start()
@@ -101,6 +115,39 @@ def balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveSer
     finally:
         haproxy.stop(grace=5)
         server.stop()
+
+
+def state_of(root: Path, server: str) -> str:
+    """``server``'s status in the backend (``UP``, ``DOWN``...), from HAProxy's runtime
+    API under ``root``."""
+    with socket.socket(socket.AF_UNIX) as api:
+        api.connect(str(root / "haproxy.sock"))
+        api.sendall(b"show stat\n")
+        answer = b""
+        while chunk := api.recv(65536):
+            answer += chunk
+    for row in answer.decode().splitlines():
+        fields = row.split(",")
+        if fields[:2] == ["petstore", server]:
+            return fields[17]
+    raise AssertionError(f"no server {server} in {answer!r}")
+
+
+def test_when_every_instance_fails_its_checks_the_backups_serve(tmp_path: Path) -> None:
+    """D27: when every instance fails its checks at once (as under heavy packet loss on
+    the path to the database), HAProxy sends requests to them unchecked (the backup
+    lines, ``option allbackups``) rather than answering 503 itself. Here the
+    instance's /readyz fails because its schema reads as too old; it serves still."""
+    with haproxy_in_front(tmp_path) as (server, port):
+        assert raw_get(port, "/healthz")[0] == 200
+        database = server.database_url.removeprefix("sqlite:///")
+        with sqlite3.connect(database) as connection:
+            connection.execute("UPDATE alembic_version SET version_num = '0001'")
+        wait_for(lambda: state_of(tmp_path, "app1") == "DOWN", what="app1 DOWN", seconds=10)
+        before = served(server)
+        status, body = raw_get(port, "/healthz")
+        assert (status, json.loads(body)) == (200, {"status": "ok"})
+        wait_for(lambda: served(server) > before, what="the instance's access line", seconds=5)
 
 
 def test_the_shipped_haproxy_config_is_valid(tmp_path: Path) -> None:
