@@ -19,7 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.availability import D27, D27_PRIMARY, Bound
+from testbed.availability import D27, D27_LOSSY, D27_PRIMARY, Bound
 from testbed.cluster import Cluster
 from testbed.disks import refuses_writes
 from testbed.failover import NODES
@@ -76,9 +76,13 @@ OUTSIDE: dict[str, str] = {
     **dict.fromkeys(TWO_HOSTS, "more than one host"),
     **dict.fromkeys(NOT_FAILED_OVER, "no failover, creates wait for the fault's end"),
 }
+#: The path to the database degraded for every instance at once (D27's bound for it).
+LOSSY = ("packets lost between instances and database",)
 #: The bound of each other kind (D27), for :func:`testbed.availability.judge`.
 BOUNDS: dict[str, Bound] = {
-    kind: D27_PRIMARY if kind in FAILED_OVER else D27 for kind in KINDS if kind not in OUTSIDE
+    kind: D27_PRIMARY if kind in FAILED_OVER else D27_LOSSY if kind in LOSSY else D27
+    for kind in KINDS
+    if kind not in OUTSIDE
 }
 #: The kind that needs each data node's folder on a small disk of its own.
 DISK_FULL = "data node's disk full"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 
 from testbed import chaos_network, faults
-from testbed.availability import D27, D27_PRIMARY, Availability, Bound, judge
+from testbed.availability import D27, D27_LOSSY, D27_PRIMARY, Availability, Bound, judge
 from testbed.history import Op, Window
 from testbed.limit_probe import Judgement
 
@@ -51,10 +51,12 @@ def test_each_kind_is_judged_against_its_bound_or_named_outside_d27() -> None:
         assert kind in faults.OUTSIDE
     assert faults.BOUNDS["primary isolated from monitor and secondaries"] == D27_PRIMARY
     assert faults.BOUNDS["active load balancer paused"] == D27
-    assert {kind for kind, bound in faults.BOUNDS.items() if bound != D27} == set(
-        faults.FAILED_OVER
-    )
+    assert faults.BOUNDS["packets lost between instances and database"] == D27_LOSSY
+    assert {kind for kind, bound in faults.BOUNDS.items() if bound != D27} == {
+        *faults.FAILED_OVER, *faults.LOSSY
+    }
     assert (D27.creates, D27.reads, D27_PRIMARY.creates, D27_PRIMARY.reads) == (15, 5, 20, 20)
+    assert (D27_LOSSY.creates, D27_LOSSY.reads) == (15, 15)
 
 
 def test_the_last_line_counts_the_kinds_that_missed() -> None:
