@@ -53,7 +53,8 @@ def test_each_kind_is_judged_against_its_bound_or_named_outside_d27() -> None:
     assert faults.BOUNDS["active load balancer paused"] == D27
     assert faults.BOUNDS["packets lost between instances and database"] == D27_LOSSY
     assert {kind for kind, bound in faults.BOUNDS.items() if bound != D27} == {
-        *faults.FAILED_OVER, *faults.LOSSY
+        *faults.FAILED_OVER,
+        *faults.LOSSY,
     }
     assert (D27.creates, D27.reads, D27_PRIMARY.creates, D27_PRIMARY.reads) == (15, 5, 20, 20)
     assert (D27_LOSSY.creates, D27_LOSSY.reads) == (15, 15)
