@@ -13,14 +13,13 @@ from click.testing import CliRunner
 
 from petstore.cli.main import main
 from tests import examples
+from tests.cli import client_runner
 from tests.conftest import LiveServer, all_pets
 
 
 @pytest.fixture
 def runner(live_server: LiveServer) -> CliRunner:
-    return CliRunner(
-        env={"PETSTORE_URL": f"{live_server.url}/v1", "PETSTORE_API_KEY": live_server.dev_key}
-    )
+    return client_runner(live_server)
 
 
 def _all(live_server: LiveServer) -> list[dict[str, object]]:

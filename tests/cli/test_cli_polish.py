@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from petstore.cli.main import main
 from petstore.cli.tables import width
 from petstore.client import Client
+from tests.cli import client_runner
 from tests.conftest import LiveServer, all_pets
 
 KEY_RE = re.compile(r"petstore_[A-Za-z0-9_-]{43}")
@@ -30,9 +31,7 @@ KEY_RE = re.compile(r"petstore_[A-Za-z0-9_-]{43}")
 
 @pytest.fixture
 def runner(live_server: LiveServer) -> CliRunner:
-    return CliRunner(
-        env={"PETSTORE_URL": f"{live_server.url}/v1", "PETSTORE_API_KEY": live_server.dev_key}
-    )
+    return client_runner(live_server)
 
 
 # API keys as people paste them, and never shown ----------------------------------------

@@ -10,26 +10,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
-from petstore.cli.main import main
 from petstore.cli.records import read_records
+from tests.cli import client_runner, import_file
 from tests.conftest import LiveServer, all_pets
 
 
 @pytest.fixture
 def runner(live_server: LiveServer) -> CliRunner:
-    return CliRunner(
-        env={"PETSTORE_URL": f"{live_server.url}/v1", "PETSTORE_API_KEY": live_server.dev_key}
-    )
-
-
-def _import(runner: CliRunner, path: Path, text: str | bytes) -> Result:
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return runner.invoke(main, ["pets", "import", str(path)])
+    return client_runner(live_server)
 
 
 def _names(live_server: LiveServer) -> list[str]:
@@ -67,8 +57,8 @@ def test_deleting_a_refused_line_and_running_again_adds_nothing_twice(
     tag = _tag()
     good = [f'{{"name":"Shift-{tag}-{c}","categoryId":1}}' for c in "ABC"]
     path = tmp_path / "shifts.jsonl"
-    assert _import(runner, path, "\n".join([good[0], "not json", *good[1:]])).exit_code == 5
-    again = _import(runner, path, "\n".join(good))
+    assert import_file(runner, path, "\n".join([good[0], "not json", *good[1:]])).exit_code == 5
+    again = import_file(runner, path, "\n".join(good))
     assert again.exit_code == 0, again.output
     assert sorted(n for n in _names(live_server) if tag in n) == [
         f"Shift-{tag}-A",
@@ -82,8 +72,8 @@ def test_identical_records_are_each_stored_once(
 ) -> None:
     name = f"Twin-{_tag()}"
     text = f'{{"name":"{name}","categoryId":1}}\n' * 2
-    assert _import(runner, tmp_path / "twins.jsonl", text).exit_code == 0
-    assert _import(runner, tmp_path / "twins.jsonl", text).exit_code == 0
+    assert import_file(runner, tmp_path / "twins.jsonl", text).exit_code == 0
+    assert import_file(runner, tmp_path / "twins.jsonl", text).exit_code == 0
     assert _names(live_server).count(name) == 2
 
 
@@ -95,7 +85,7 @@ def test_a_pretty_printed_json_array_is_read_as_records(
 ) -> None:
     tag = _tag()
     records = [{"name": f"Arr-{tag}-{i}", "categoryId": i} for i in (1, 2, 3)]
-    result = _import(runner, tmp_path / "pets.json", json.dumps(records, indent=2))
+    result = import_file(runner, tmp_path / "pets.json", json.dumps(records, indent=2))
     assert result.exit_code == 0, result.output
     assert "3 animals stored, 0 refused" in result.stdout
     assert [n for n in _names(live_server) if tag in n] == [r["name"] for r in records]
@@ -105,7 +95,7 @@ def test_a_json_array_refused_by_the_service_is_reported_by_its_line(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     text = f'[\n  {{"name": "Ok-{_tag()}", "categoryId": 1}},\n  {{"name": "Nocat"}}\n]\n'
-    result = _import(runner, tmp_path / "pets.json", text)
+    result = import_file(runner, tmp_path / "pets.json", text)
     assert result.exit_code == 5, result.output
     refusals = [row for row in result.stderr.splitlines() if row.startswith("line ")]
     assert refusals == ["line 3: categoryId: is required"]
@@ -117,7 +107,7 @@ def test_a_broken_json_array_is_refused_whole(
 ) -> None:
     before = len(_names(live_server))
     text = '[\n  {"name": "Half-1", "categoryId": 1},\n  {"name": "Half-2", "categoryId": 1\n]\n'
-    result = _import(runner, tmp_path / "pets.json", text)
+    result = import_file(runner, tmp_path / "pets.json", text)
     assert result.exit_code == 2, result.output
     assert "not valid JSON" in result.stderr
     assert "line 4" in result.stderr
@@ -142,7 +132,7 @@ def test_csv_headers_in_any_case_and_with_semicolons_are_read(
     runner: CliRunner, live_server: LiveServer, tmp_path: Path, header_and_rows: str
 ) -> None:
     name = f"Csv-{_tag()}"
-    result = _import(runner, tmp_path / "pets.csv", header_and_rows.format(name=name))
+    result = import_file(runner, tmp_path / "pets.csv", header_and_rows.format(name=name))
     assert result.exit_code == 0, result.output
     assert name in _names(live_server)
 
@@ -152,7 +142,7 @@ def test_a_latin1_csv_is_refused_whole_with_how_to_convert_it(
 ) -> None:
     before = len(_names(live_server))
     text = "name,categoryId\nRex,1\nCaf\xe9,2\n".encode("latin-1")
-    result = _import(runner, tmp_path / "pets.csv", text)
+    result = import_file(runner, tmp_path / "pets.csv", text)
     assert result.exit_code == 2, result.output
     assert "pets.csv is not UTF-8 text (line 3" in result.stderr
     assert "iconv -f LATIN1 -t UTF-8 pets.csv > pets-utf8.csv" in result.stderr
@@ -163,14 +153,14 @@ def test_a_latin1_csv_is_refused_whole_with_how_to_convert_it(
 def test_a_utf16_file_is_refused_with_how_to_convert_it(
     runner: CliRunner, tmp_path: Path, suffix: str
 ) -> None:
-    result = _import(runner, tmp_path / f"pets{suffix}", "name,categoryId\n".encode("utf-16"))
+    result = import_file(runner, tmp_path / f"pets{suffix}", "name,categoryId\n".encode("utf-16"))
     assert result.exit_code == 2, result.output
     assert "is UTF-16 text" in result.stderr
     assert "iconv -f UTF-16 -t UTF-8" in result.stderr
 
 
 def test_the_header_error_quotes_the_line_as_written(runner: CliRunner, tmp_path: Path) -> None:
-    result = _import(runner, tmp_path / "pets.csv", '"Milo";"1"\nNala;4\n')
+    result = import_file(runner, tmp_path / "pets.csv", '"Milo";"1"\nNala;4\n')
     assert result.exit_code == 2, result.output
     assert """(it is '"Milo";"1"')""" in result.stderr
 
@@ -180,7 +170,7 @@ def test_the_header_error_quotes_the_line_as_written(runner: CliRunner, tmp_path
 def test_empty_files_of_every_kind_import_nothing_and_exit_0(
     runner: CliRunner, tmp_path: Path, name: str, text: str
 ) -> None:
-    result = _import(runner, tmp_path / name, text)
+    result = import_file(runner, tmp_path / name, text)
     assert result.exit_code == 0, result.output
     assert f"{name} holds no records: nothing to import." in result.stdout
 
@@ -191,7 +181,9 @@ def test_empty_files_of_every_kind_import_nothing_and_exit_0(
 def test_the_summary_is_singular_for_one_and_says_a_rerun_adds_nothing_twice(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    result = _import(runner, tmp_path / "one.jsonl", f'{{"name":"One-{_tag()}","categoryId":1}}')
+    result = import_file(
+        runner, tmp_path / "one.jsonl", f'{{"name":"One-{_tag()}","categoryId":1}}'
+    )
     assert result.exit_code == 0, result.output
     assert "1 animal stored, 0 refused." in result.stdout
     assert "again with the same API key within 24 hours adds none of them twice" in (result.stdout)

@@ -9,25 +9,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from petstore.cli.main import main
+from tests.cli import client_runner, import_file
 from tests.conftest import LiveServer, all_pets
 
 
 @pytest.fixture
 def runner(live_server: LiveServer) -> CliRunner:
-    return CliRunner(
-        env={"PETSTORE_URL": f"{live_server.url}/v1", "PETSTORE_API_KEY": live_server.dev_key}
-    )
-
-
-def _import(runner: CliRunner, path: Path, text: str | bytes) -> Result:
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return runner.invoke(main, ["pets", "import", str(path)])
+    return client_runner(live_server)
 
 
 def _names_added(live_server: LiveServer, before: int) -> list[str]:
@@ -48,7 +39,7 @@ def test_json_lines_with_a_line_that_is_not_json_stores_the_rest_and_exits_5(
         "",
         '{"name":"Jl-3","categoryId":3}',
     ]
-    result = _import(runner, tmp_path / "pets.jsonl", "\n".join(lines) + "\n")
+    result = import_file(runner, tmp_path / "pets.jsonl", "\n".join(lines) + "\n")
     assert result.exit_code == 5, result.output
     assert "line 2: not JSON" in result.stderr
     assert "2 animals stored" in result.stdout
@@ -75,7 +66,7 @@ def test_json_records_the_api_refuses_are_reported_with_its_message_and_not_stor
     before = _count(live_server)
     first = f"Before-{uuid.uuid4().hex[:8]}"  # a record of its own: not already imported
     text = f'{{"name":"{first}","categoryId":1}}\n{line}\n'
-    result = _import(runner, tmp_path / "pets.jsonl", text)
+    result = import_file(runner, tmp_path / "pets.jsonl", text)
     assert result.exit_code == 5, result.output
     refusals = [row for row in result.stderr.splitlines() if row.startswith("line ")]
     assert len(refusals) == 1
@@ -88,7 +79,7 @@ def test_a_valid_json_record_is_stored_as_written(
 ) -> None:
     before = _count(live_server)
     line = '{"status":"sold","categoryId":1e1,"name":"As written"}'
-    result = _import(runner, tmp_path / "pets.jsonl", b"\xef\xbb\xbf" + line.encode() + b"\r\n")
+    result = import_file(runner, tmp_path / "pets.jsonl", b"\xef\xbb\xbf" + line.encode() + b"\r\n")
     assert result.exit_code == 0, result.output
     added = all_pets(live_server.url, live_server.dev_key)[before:]
     assert [(p["name"], p["categoryId"], p["status"]) for p in added] == [
@@ -101,7 +92,7 @@ def test_a_line_that_is_not_utf8_is_reported(
 ) -> None:
     before = _count(live_server)
     text = b'{"name":"Caf\xe9","categoryId":1}\n{"name":"Utf8-ok","categoryId":1}\n'
-    result = _import(runner, tmp_path / "pets.jsonl", text)
+    result = import_file(runner, tmp_path / "pets.jsonl", text)
     assert result.exit_code == 5, result.output
     assert "line 1: not UTF-8" in result.stderr
     assert _names_added(live_server, before) == ["Utf8-ok"]
@@ -112,7 +103,7 @@ def test_csv_row_with_more_cells_than_the_header_is_refused(
 ) -> None:
     before = _count(live_server)
     text = "name,categoryId,status\nA1,1,available,extra\nA2,2,available\n"
-    result = _import(runner, tmp_path / "pets.csv", text)
+    result = import_file(runner, tmp_path / "pets.csv", text)
     assert result.exit_code == 5, result.output
     assert "line 2: row has 4 cells, the header has 3" in result.stderr
     assert _names_added(live_server, before) == ["A2"]
@@ -123,7 +114,7 @@ def test_csv_without_the_header_imports_nothing_and_says_so(
     runner: CliRunner, live_server: LiveServer, tmp_path: Path, text: str
 ) -> None:
     before = _count(live_server)
-    result = _import(runner, tmp_path / "pets.csv", text)
+    result = import_file(runner, tmp_path / "pets.csv", text)
     assert result.exit_code == 2, result.output
     assert "name,categoryId[,status]" in result.output
     assert "0 animals stored" not in result.output
@@ -135,7 +126,7 @@ def test_csv_with_another_header_imports_nothing(
     runner: CliRunner, live_server: LiveServer, tmp_path: Path, header: str
 ) -> None:
     before = _count(live_server)
-    result = _import(runner, tmp_path / "pets.csv", f"{header}\nMilo,1,x\n")
+    result = import_file(runner, tmp_path / "pets.csv", f"{header}\nMilo,1,x\n")
     assert result.exit_code == 2, result.output
     assert "header" in result.output
     assert _count(live_server) == before
@@ -157,7 +148,7 @@ def test_csv_refusals_say_what_is_wrong_in_plain_english_by_line(
         '5,"Two\nlines",\n'  # lines 9-10: one row, a quoted cell spanning two lines
         "0,Zero,\n"  # line 11
     )
-    result = _import(runner, tmp_path / "pets.csv", text)
+    result = import_file(runner, tmp_path / "pets.csv", text)
     assert result.exit_code == 5, result.output
     refusals = [row for row in result.stderr.splitlines() if row.startswith("line ")]
     assert refusals == [
@@ -177,7 +168,7 @@ def test_csv_refusals_say_what_is_wrong_in_plain_english_by_line(
 def test_csv_short_row_misses_its_category(
     runner: CliRunner, live_server: LiveServer, tmp_path: Path
 ) -> None:
-    result = _import(runner, tmp_path / "pets.csv", "name,categoryId\nShort\n")
+    result = import_file(runner, tmp_path / "pets.csv", "name,categoryId\nShort\n")
     assert result.exit_code == 5, result.output
     assert "line 2: categoryId: is required" in result.stderr
 
@@ -189,8 +180,8 @@ def test_reimporting_a_file_with_refusals_adds_nothing_twice(
     records = [{"name": "Again-1", "categoryId": 1}, {"name": "Again-2", "color": "red"}]
     text = "\n".join(json.dumps(r) for r in records) + "\n"
     before = _count(live_server)
-    assert _import(runner, path, text).exit_code == 5
-    assert _import(runner, path, text).exit_code == 5
+    assert import_file(runner, path, text).exit_code == 5
+    assert import_file(runner, path, text).exit_code == 5
     assert _names_added(live_server, before) == ["Again-1"]
 
 
