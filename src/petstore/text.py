@@ -47,3 +47,23 @@ def escape(pattern: re.Pattern[str], text: str, escapes: dict[str, str]) -> str:
         return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
     return pattern.sub(escaped, text)
+
+
+#: Every character :func:`printable` escapes: :data:`CONTROLS`, the line and
+#: paragraph separators, :data:`BIDI_CONTROLS` and :data:`INVISIBLE`.
+_UNPRINTABLE = re.compile(f"[{CONTROLS}\u2028\u2029{BIDI_CONTROLS}{INVISIBLE}]")
+_PRINTABLE_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: An ellipsis ends text that :func:`printable` cut.
+ELLIPSIS = "…"
+
+
+def printable(text: str, *, limit: int | None = None) -> str:
+    """``text`` as it may be shown on a terminal or in a message: each control, line
+    separator, bidi control and invisible character written as a Python escape
+    (``\\n``, ``\\x1b``, ``\\u202e``, ``\\u200b``), the rest as it is. With ``limit``
+    (characters, at least 1), text longer than that is cut to its first ``limit``
+    characters and :data:`ELLIPSIS`, before escaping, so the cost and the length of
+    what is shown stay bounded whatever was sent."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + ELLIPSIS
+    return escape(_UNPRINTABLE, text, _PRINTABLE_ESCAPES)

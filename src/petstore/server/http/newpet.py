@@ -15,11 +15,13 @@ refuses but D3 allows: a whole number written ``1.0`` or ``1e3``, judged exactly
 from __future__ import annotations
 
 import json
+from collections import Counter
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import msgspec
 
+from petstore import text as characters
 from petstore.schemas import NEW_PET_CHECKS, NEW_PET_MEMBERS, NEW_PET_REQUIRED, NewPet
 from petstore.server import errors
 
@@ -33,6 +35,15 @@ _NOT_AN_OBJECT = (
     f" and optionally {', '.join(_OPTIONAL)}"
 )
 _NOT_A_MEMBER = f"is not a member of a NewPet ({', '.join(NEW_PET_MEMBERS)})"
+#: The most characters of a member name a client chose that a message echoes.
+SHOWN_NAME_CHARS = 40
+
+
+def _shown(name: str) -> str:
+    """A member name the client chose, as a message shows it: cut to
+    :data:`SHOWN_NAME_CHARS` characters and escaped (:func:`petstore.text.printable`),
+    so that it can neither fill the message nor drive the terminal that prints it."""
+    return characters.printable(name, limit=SHOWN_NAME_CHARS)
 
 
 def _expected(kind: msgspec.inspect.Type) -> str:
@@ -127,7 +138,7 @@ def validate(members: dict[str, msgspec.Raw]) -> NewPet:
     for member, raw in members.items():
         known = _BY_MEMBER.get(member)
         if known is None:
-            raise errors.InvalidRequest(f"{member}: {_NOT_A_MEMBER}")
+            raise errors.InvalidRequest(f"{_shown(member)}: {_NOT_A_MEMBER}")
         value = known.value(bytes(raw))
         check = NEW_PET_CHECKS.get(member)
         problem = None if check is None else check(value)
@@ -189,21 +200,17 @@ def _no_constant(name: str) -> object:
 
 
 def _lone_surrogate(value: object) -> int | None:
-    """The code point of a surrogate in any string (member names included) of the
-    decoded JSON ``value``, or None. Walks with a stack of its own, never by recursion:
-    json.loads accepts nesting deeper than a recursive walk could follow before
-    Python's recursion limit, and a RecursionError here would be a 500."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            found = next((ord(c) for c in item if "\ud800" <= c <= "\udfff"), None)
-            if found is not None:
-                return found
-        elif isinstance(item, dict):
-            pending.extend(reversed([*item.keys(), *item.values()]))
-        elif isinstance(item, list):
-            pending.extend(reversed(item))
+    """The code point of the first surrogate in any string (member names included)
+    of the decoded JSON ``value``, or None. The value is encoded again by the json
+    module's C encoder, whose UTF-8 encoding stops at the first lone surrogate: a
+    Python walk of 20,000 small objects took 15-35 ms of the event loop, this takes
+    about 2. A value nested too deep to encode is left unnamed (None)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return ord(exc.object[exc.start])
+    except RecursionError:
+        pass
     return None
 
 
@@ -216,8 +223,8 @@ def _refuse_repeated_members(body: bytes) -> None:
     def members(pairs: list[tuple[str, object]]) -> dict[str, object]:
         found = dict(pairs)
         if len(found) < len(pairs):
-            names = [name for name, _ in pairs]
-            repeated.extend(name for name in found if names.count(name) > 1)
+            counts = Counter(name for name, _ in pairs)
+            repeated.extend(name for name in found if counts[name] > 1)
         return found
 
     try:
@@ -225,4 +232,4 @@ def _refuse_repeated_members(body: bytes) -> None:
     except (ValueError, RecursionError):
         return
     if repeated:
-        raise errors.InvalidRequest(f"{repeated[0]}: this member is named more than once")
+        raise errors.InvalidRequest(f"{_shown(repeated[0])}: this member is named more than once")
