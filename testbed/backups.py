@@ -5,7 +5,7 @@ pgBackRest's own TLS server, from deploy/pgbackrest/ and deploy/postgres/archivi
 Every host's configuration is deploy/pgbackrest/node.conf or repository.conf with the
 host's names, paths and ports put in (the test hosts share one file system, so each
 has its own spool, lock and log folders under ``root``); the certificates are made by
-deploy/pgbackrest/make-certificates, the deployment's own step. A data node's
+deploy/tls/make-certificates, the deployment's own step. A data node's
 PostgreSQL finds its configuration through ``PGBACKREST_CONFIG`` in its environment
 (:meth:`Repository.node_env`), so that its ``archive_command`` is the deployment's.
 pgBackRest runs as the PostgreSQL user, as the data directories' owner must.
@@ -55,14 +55,14 @@ class Repository:
         return {"PGBACKREST_CONFIG": str(self.config(self.nodes[index]))}
 
     def prepare(self) -> None:
-        """Make the certificates (deploy/pgbackrest/make-certificates), every host's
+        """Make the certificates (deploy/tls/make-certificates), every host's
         configuration and folders. Raises ServerUnavailableError."""
         self.root.mkdir()
         give_to_postgres(self.root)
         tls = self.root / "tls"
         addresses = [self.hosts.addresses[name] for name in (HOST, *self.nodes)]
         made = subprocess.run(  # noqa: S603 - the deployment's own script
-            [str(DEPLOY / "pgbackrest" / "make-certificates"), str(tls), *addresses],
+            [str(DEPLOY / "tls" / "make-certificates"), str(tls), *addresses],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if made.returncode != 0:
