@@ -37,6 +37,7 @@ from dotenv import dotenv_values
 from testbed import DEPLOY, backups
 from testbed import hosts as test_hosts
 from testbed.balancers import Balancers, accepts
+from testbed.certificates import Certificates
 from testbed.failover import NODES, PostgresNodes
 from testbed.processes import (
     Daemon,
@@ -93,7 +94,12 @@ class Cluster:
             self.lb_port, self.redis_port = port or free_port(), free_port()
             self.instance_ports = [free_port() for _ in range(instances)]
             pg_ports = [free_port() for _ in range(NODES + 1)]
-        self.postgres = PostgresNodes(root, hosts=self.hosts, ports=pg_ports, disk_size=disk_size)
+        #: The deployment's CA and every server's certificate (made by :meth:`up`).
+        self.certificates = Certificates(root / "tls")
+        self.postgres = PostgresNodes(
+            root, hosts=self.hosts, ports=pg_ports, certificates=self.certificates,
+            disk_size=disk_size,
+        )  # fmt: skip
         self.repository = (
             backups.Repository(
                 root, self.hosts, nodes=[f"db{i + 1}" for i in range(NODES)],
@@ -151,6 +157,9 @@ class Cluster:
             raise
 
     def _start(self) -> str:
+        servers = ["monitor", *(f"db{i + 1}" for i in range(NODES)), "redis"]
+        self.certificates.make(*dict.fromkeys(self.hosts.addresses[name] for name in servers))
+        self.certificates.give_to_postgres()
         self.start_redis()
         if self.repository is not None:
             self.repository.prepare()
@@ -189,8 +198,8 @@ class Cluster:
             ("petstore_database_url", self.postgres.url),
             (
                 "petstore_redis_url",
-                f"redis://:{self.redis_password}@"
-                f"{self.hosts.addresses['redis']}:{self.redis_port}/0",
+                f"rediss://:{self.redis_password}@{self.hosts.addresses['redis']}:"
+                f"{self.redis_port}/0?ssl_ca_certs={self.certificates.ca}",
             ),
         ):
             (folder / name).write_text(value + "\n")
@@ -231,14 +240,18 @@ class Cluster:
 
     def start_redis(self) -> None:
         """Start Redis on its port with deploy/redis/redis.conf (nothing on disk) and
-        a password, as in production: in protected mode Redis refuses every client
-        from another host until one is set."""
+        a password, as in production: TLS only, with the certificate of its address
+        (no plain port), and in protected mode, which refuses every client from
+        another host until a password is set."""
         address = self.hosts.addresses["redis"]
         self.redis = Daemon(
             self.hosts.run_in("redis", [
                 program("redis-server", package="redis-server"),
                 str(DEPLOY / "redis" / "redis.conf"),
-                "--bind", address, "--port", str(self.redis_port),
+                "--bind", address, "--tls-port", str(self.redis_port),
+                "--tls-cert-file", str(self.certificates.certificate(address)),
+                "--tls-key-file", str(self.certificates.key(address)),
+                "--tls-ca-cert-file", str(self.certificates.ca),
                 "--requirepass", self.redis_password]),
             log=self.root / "redis.log",
         )  # fmt: skip

@@ -11,6 +11,19 @@ URL with ``target_session_attrs=read-write``, TCP keepalives and ``tcp_user_time
 (D25): libpq keeps the node that accepts writes, so an instance follows a promotion,
 and a connection to a vanished host is found dead within seconds.
 
+Every connection between hosts is TLS with the server verified, as
+docs/operations/tls.md sets it up: each server presents a certificate of the
+deployment's CA (:mod:`testbed.certificates`) for its address, every client (the
+service, the keepers, the monitor's and the secondaries' connections, this harness)
+connects with ``sslmode=verify-full`` against that CA, and every ``pg_hba.conf``
+refuses a TCP connection without TLS before any other line is read. Roles sign in
+with scram-sha-256 passwords: the service as ``petstore``, the database's owner;
+pg_auto_failover's keepers as ``autoctl_node`` and ``pgautofailover_replicator``,
+whose passwords are in a password file (``PGPASSFILE``) only the PostgreSQL user
+reads; this harness as ``postgres``. pg_auto_failover's health checks sign in as
+``pgautofailover_monitor`` without a password (pg_autoctl writes that line itself,
+for the monitor's address only; the role can do nothing but connect).
+
 Each part runs on its host (:mod:`testbed.hosts`): ``pg_autoctl run`` as a
 :class:`~testbed.processes.Daemon` (its PostgreSQL in the same process group), as the
 ``postgres`` user when we are root.
@@ -19,6 +32,7 @@ Each part runs on its host (:mod:`testbed.hosts`): ``pg_autoctl run`` as a
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -26,14 +40,24 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from testbed import DEPLOY
+from testbed.certificates import Certificates
 from testbed.disks import SmallDisk
 from testbed.hosts import Hosts
 from testbed.processes import Daemon, ServerUnavailableError, give_to_postgres, program, wait_for
 
 DATABASE = "petstore"
+#: The service's role, the database's owner (docs/operations/deploy.md, step 1).
+SERVICE_ROLE = "petstore"
 NODES = 3
+#: The roles that sign in with a password, and who uses each: the service, this
+#: harness (a superuser), the keepers at the monitor and the secondaries' streaming.
+ROLES = (SERVICE_ROLE, "postgres", "autoctl_node", "pgautofailover_replicator")
+#: Where every node's and the monitor's PostgreSQL listens on a Unix socket (Debian's
+#: default): this harness sets the passwords through it, before any can be used.
+SOCKETS = "/var/run/postgresql"
 _PACKAGE = "pg-auto-failover-cli and postgresql-15-auto-failover"
 #: libpq's bounds on an instance's connections (D25): a dead peer is found within
 #: tcp_user_timeout (data unacknowledged) or keepalives_idle + 3 * interval (idle).
@@ -45,14 +69,19 @@ CONNECTION_BOUNDS = (
 
 class PostgresNodes:
     """The monitor (host ``monitor``) and :data:`NODES` data nodes (hosts ``db1``..)
-    under ``root``; ``ports`` are the monitor's then each node's. Nothing runs until
-    :meth:`create`. ``nodes[i]`` is None while node ``i`` is down. With ``disk_size``
-    (``2g``) each node's folder is a small disk of its own (``disks[i]``)."""
+    under ``root``; ``ports`` are the monitor's then each node's. Each serves TLS with
+    the certificate of its address in ``certificates`` (made by the caller, the
+    PostgreSQL user's). Nothing runs until :meth:`create`. ``nodes[i]`` is None while
+    node ``i`` is down. With ``disk_size`` (``2g``) each node's folder is a small disk
+    of its own (``disks[i]``)."""
 
     def __init__(
-        self, root: Path, *, hosts: Hosts, ports: list[int], disk_size: str | None = None
-    ) -> None:
-        self.root, self.hosts = root, hosts
+        self, root: Path, *, hosts: Hosts, ports: list[int], certificates: Certificates,
+        disk_size: str | None = None,
+    ) -> None:  # fmt: skip
+        self.root, self.hosts, self.certificates = root, hosts, certificates
+        #: Each role's password (:data:`ROLES`).
+        self.passwords = {role: secrets.token_urlsafe(24) for role in ROLES}
         self.monitor_port, self.node_ports = ports[0], ports[1 : NODES + 1]
         self.monitor: Daemon | None = None
         self.nodes: list[Daemon | None] = [None] * NODES
@@ -79,28 +108,126 @@ class PostgresNodes:
         return self.hosts.addresses[f"db{index + 1}"]
 
     @property
+    def _verified(self) -> str:
+        """The query parameters of a connection that verifies the server's
+        certificate against the deployment's CA and the name connected to."""
+        return f"sslmode=verify-full&sslrootcert={self.certificates.ca}"
+
+    def _signed_in(self, role: str) -> str:
+        return f"{role}:{self.passwords[role]}"
+
+    @property
     def url(self) -> str:
         """The service's URL: every node, the one that accepts writes wins."""
         nodes = ",".join(f"{self.address(i)}:{port}" for i, port in enumerate(self.node_ports))
         return (
-            f"postgresql://postgres@{nodes}/{DATABASE}"
-            f"?target_session_attrs=read-write&{CONNECTION_BOUNDS}"
+            f"postgresql://{self._signed_in(SERVICE_ROLE)}@{nodes}/{DATABASE}"
+            f"?target_session_attrs=read-write&{self._verified}&{CONNECTION_BOUNDS}"
         )
 
     @property
     def monitor_url(self) -> str:
         """The monitor's database, for reading the nodes' states."""
         address = self.hosts.addresses["monitor"]
-        return f"postgresql://postgres@{address}:{self.monitor_port}/pg_auto_failover"
+        return (
+            f"postgresql://{self._signed_in('postgres')}@{address}:{self.monitor_port}"
+            f"/pg_auto_failover?{self._verified}"
+        )
+
+    @property
+    def _keepers_monitor_url(self) -> str:
+        """The monitor as the keepers reach it: as ``autoctl_node``, whose password
+        they read from the password file (it is never on a command line)."""
+        address = self.hosts.addresses["monitor"]
+        return (
+            f"postgresql://autoctl_node@{address}:{self.monitor_port}/pg_auto_failover"
+            f"?{self._verified}"
+        )
 
     def node_url(self, index: int) -> str:
         """Node ``index``'s own database, whatever its role."""
-        return f"postgresql://postgres@{self.address(index)}:{self.node_ports[index]}/{DATABASE}"
+        return (
+            f"postgresql://{self._signed_in('postgres')}@{self.address(index)}:"
+            f"{self.node_ports[index]}/{DATABASE}?{self._verified}"
+        )
+
+    def _socket_url(self, port: int, dbname: str) -> str:
+        """A superuser's connection through the Unix socket of the server on ``port``
+        (``local`` lines trust the user: no password, no network)."""
+        return f"host={SOCKETS} port={port} user=postgres dbname={dbname}"
+
+    def _write_password_file(self) -> None:
+        """The keepers' password file (``PGPASSFILE``), the PostgreSQL user's, mode
+        0600, as libpq requires."""
+        path = self.root / "pg" / "pgpass"
+        roles = ("autoctl_node", "pgautofailover_replicator")
+        path.write_text("".join(f"*:*:*:{role}:{self.passwords[role]}\n" for role in roles))
+        path.chmod(0o600)
+        give_to_postgres(path)
+
+    def _set_passwords(self, port: int, dbname: str, roles: tuple[str, ...]) -> None:
+        """Give ``roles`` their passwords on the server on ``port``, through its Unix
+        socket; the service's role is made first, when missing, as the owner of the
+        database."""
+        with psycopg.connect(self._socket_url(port, dbname), autocommit=True) as connection:
+            if SERVICE_ROLE in roles:
+                exists = connection.execute(
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (SERVICE_ROLE,)
+                ).fetchone()
+                if exists is None:
+                    connection.execute(
+                        sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(SERVICE_ROLE))
+                    )
+                connection.execute(
+                    sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                        sql.Identifier(DATABASE), sql.Identifier(SERVICE_ROLE)
+                    )
+                )
+            for role in roles:
+                connection.execute(
+                    sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                        sql.Identifier(role), sql.Literal(self.passwords[role])
+                    )
+                )
+
+    def _socket_answers(self, port: int, dbname: str) -> bool:
+        return _ask(self._socket_url(port, dbname), "SELECT 1") is not None
+
+    def _tls_options(self, address: str) -> tuple[str, ...]:
+        """pg_autoctl's options for a server at ``address``: its certificate, the CA,
+        scram-sha-256 passwords and ``verify-full`` in every connection it makes."""
+        return (
+            "--auth", "scram-sha-256", "--ssl-ca-file", str(self.certificates.ca),
+            "--server-cert", str(self.certificates.certificate(address)),
+            "--server-key", str(self.certificates.key(address)), "--ssl-mode", "verify-full",
+        )  # fmt: skip
+
+    def _restrict_hba(self, pgdata: Path, lines: list[str]) -> None:
+        """Rewrite ``pgdata``'s pg_hba.conf: first a refusal of every TCP connection
+        without TLS, then its ``local`` lines and pg_auto_failover's own, then
+        ``lines`` for the test hosts' network; initdb's ``host`` lines for the
+        loopback (trust) are dropped, so that no TCP connection signs in without TLS
+        and a password, from any address."""
+        hba = pgdata / "pg_hba.conf"
+        kept = [
+            line
+            for line in hba.read_text().splitlines()
+            if not line.startswith("host ") and "hostnossl" not in line
+        ]
+        cidr = self.hosts.cidr
+        head = ["hostnossl all all all reject"]
+        tail = [line.format(cidr=cidr) for line in lines]
+        hba.write_text("\n".join([*head, *kept, *(t for t in tail if t not in kept)]) + "\n")
 
     def _env(self) -> dict[str, str]:
         state = self.root / "pg"
         return {
             **os.environ,
+            "PGPASSFILE": str(state / "pgpass"),
+            # libpq looks for a client certificate under ~/.postgresql and fails on
+            # one it may not read (root's home, for the PostgreSQL user): a home of
+            # the PostgreSQL user's own, which has none.
+            "HOME": str(state),
             "XDG_CONFIG_HOME": str(state / "config"),
             "XDG_DATA_HOME": str(state / "share"),
             "XDG_RUNTIME_DIR": str(state / "run"),
@@ -126,12 +253,6 @@ class PostgresNodes:
             env={**self._env(), **(env or {})},
         )
 
-    def _trust_the_hosts(self, pgdata: Path) -> None:
-        """Let every test host in (the instances, the harness, the other nodes)."""
-        with (pgdata / "pg_hba.conf").open("a") as out:
-            out.write(f"host all all {self.hosts.cidr} trust\n")
-            out.write(f"host replication all {self.hosts.cidr} trust\n")
-
     def create(self) -> None:
         """Create and start the monitor, then the nodes; returns once node 0 is the
         primary, the others its secondaries, and the formation has
@@ -139,6 +260,7 @@ class PostgresNodes:
         state = self.root / "pg"
         state.mkdir(parents=True)
         give_to_postgres(state)
+        self._write_password_file()
         for disk in self.disks:
             disk.mount()
         for index in range(NODES):
@@ -150,16 +272,22 @@ class PostgresNodes:
         address = self.hosts.addresses["monitor"]
         self._autoctl(
             "monitor", "create", "monitor", "--pgdata", str(pgdata),
-            "--pgport", str(self.monitor_port), "--hostname", address, "--auth", "trust",
-            "--no-ssl", "--pgctl", self.pg_ctl,
+            "--pgport", str(self.monitor_port), "--hostname", address,
+            *self._tls_options(address), "--pgctl", self.pg_ctl,
         )  # fmt: skip
         self._autoctl(
             "monitor", "config", "set", "--pgdata", str(pgdata),
             "postgresql.listen_addresses", address,
         )  # fmt: skip
         _include(pgdata, DEPLOY / "postgres" / "monitor.conf", "petstore-monitor.conf")
-        self._trust_the_hosts(pgdata)
+        self._restrict_hba(pgdata, [
+            "hostssl pg_auto_failover autoctl_node {cidr} scram-sha-256",
+            "hostssl pg_auto_failover postgres {cidr} scram-sha-256",
+        ])  # fmt: skip
         self.monitor = self._run("monitor", "monitor")
+        port = self.monitor_port
+        wait_for(lambda: self._socket_answers(port, "pg_auto_failover"), what="the monitor")
+        self._set_passwords(port, "pg_auto_failover", ("postgres", "autoctl_node"))
         wait_for(self._monitor_answers, what="the pg_auto_failover monitor")
         self.create_nodes()
 
@@ -170,6 +298,11 @@ class PostgresNodes:
         = 1``. Raises ServerUnavailableError."""
         self._create_and_start(0)
         wait_for(lambda: self.primary() == 0, what="node1 as primary", seconds=60)
+        # Before the secondaries copy it: their pg_basebackup signs in as the
+        # replicator (the roles and their passwords are then on every node).
+        port, roles = self.node_ports[0], (SERVICE_ROLE, "postgres", "pgautofailover_replicator")
+        wait_for(lambda: self._socket_answers(port, DATABASE), what="node1", seconds=60)
+        self._set_passwords(port, DATABASE, roles)
         # The secondaries at once: each copies the primary on its own.
         with ThreadPoolExecutor(NODES - 1) as pool:
             for done in [pool.submit(self._create_and_start, i) for i in range(1, NODES)]:
@@ -192,20 +325,23 @@ class PostgresNodes:
         is empty, or a restored one it registers as it is), then our settings."""
         name, host = f"node{index + 1}", f"db{index + 1}"
         pgdata = self.pgdata(name)
-        monitor = self.monitor_url.replace("postgres@", "autoctl_node@")
         create = (
             host, "create", "postgres", "--pgdata", str(pgdata),
             "--pgport", str(self.node_ports[index]), "--hostname", self.address(index),
             "--listen", self.address(index), "--name", name, "--dbname", DATABASE,
-            "--auth", "trust", "--no-ssl", "--pgctl", self.pg_ctl,
+            *self._tls_options(self.address(index)), "--pgctl", self.pg_ctl,
             "--candidate-priority", "50", "--replication-quorum", "true",
-            "--monitor", f"{monitor}?sslmode=disable",
+            "--monitor", self._keepers_monitor_url,
         )  # fmt: skip
         try:
             self._autoctl(*create)
         except ServerUnavailableError:  # once in CI: a standby's PostgreSQL not up in time
             self._autoctl(*create)  # pg_autoctl continues a failed create where it stopped
-        self._trust_the_hosts(pgdata)
+        self._restrict_hba(pgdata, [
+            f"hostssl {DATABASE} {SERVICE_ROLE} {{cidr}} scram-sha-256",
+            "hostssl all postgres {cidr} scram-sha-256",
+            "hostssl replication pgautofailover_replicator {cidr} scram-sha-256",
+        ])  # fmt: skip
         if self.archiving:
             _include(pgdata, DEPLOY / "postgres" / "archiving.conf", "petstore-archiving.conf")
         for line in (DEPLOY / "postgres" / "keeper.conf").read_text().splitlines():
@@ -284,7 +420,7 @@ class PostgresNodes:
         """Drop every data node from the monitor (``pg_autoctl drop node --force``)
         and remove what their keepers kept (configuration and state), so that new
         nodes can be created in their place; their keepers must be stopped."""
-        monitor = self.monitor_url.replace("postgres@", "autoctl_node@") + "?sslmode=disable"
+        monitor = self._keepers_monitor_url
         for index in range(NODES):
             name = f"node{index + 1}"
             if name in self.states():
