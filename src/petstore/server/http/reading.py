@@ -19,9 +19,20 @@ from petstore.server.telemetry.escapes import escape_field
 
 #: A client's X-Request-ID is kept when it is 1-128 of these characters.
 SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
-#: Headers that may appear once (RFC 9110, section 5.3: none is a list): the service
-#: reads each, and a proxy in front might read another of two than it does.
-SINGLE_HEADERS = (b"host", b"authorization", b"content-type", b"idempotency-key")
+#: Headers that may appear once: the service reads each, and a proxy in front might
+#: read another of two than it does. None but ``Transfer-Encoding`` is a list (RFC 9110,
+#: section 5.3), and of that one the service accepts a single coding (:data:`CHUNKED`).
+SINGLE_HEADERS = (
+    b"host",
+    b"authorization",
+    b"content-type",
+    b"idempotency-key",
+    b"transfer-encoding",
+)
+#: The one ``Transfer-Encoding`` a request may carry, in any case of letters (RFC 9112,
+#: section 7: coding names are case-insensitive, and HAProxy and granian both read
+#: ``Chunked`` as chunked).
+CHUNKED = b"chunked"
 #: The most of a refused X-Forwarded-For value a warning shows.
 _SHOWN_CHARS = 64
 
@@ -85,17 +96,32 @@ def read_request(
 def malformed(scope: Scope, headers: Mapping[bytes, bytes]) -> str | None:
     """Why the request of ASGI ``scope``, whose headers by name are ``headers``, is
     answered 400 whatever it asks, or None: an HTTP/1.1 request without ``Host`` (or
-    with an empty one), or any request with one of :data:`SINGLE_HEADERS` more than
+    with an empty one), any request with one of :data:`SINGLE_HEADERS` more than
     once (RFC 9112, section 3.2: a server must answer 400 to either for ``Host``; of
     two ``Authorization`` or ``Content-Type`` fields, a proxy in front may judge
-    another than the service would). HTTP/1.0 may leave out ``Host``; HTTP/2 names
-    the host in ``:authority``, which granian hands on as ``Host``."""
+    another than the service would), or a ``Transfer-Encoding`` other than
+    :data:`CHUNKED` alone. HTTP/1.0 may leave out ``Host``; HTTP/2 names the host in
+    ``:authority``, which granian hands on as ``Host``.
+
+    The body's framing is granian's to read. Of what it reads as chunked, the service
+    refuses all but ``chunked`` alone: a proxy in front may frame ``identity,
+    chunked``, ``gzip, chunked`` or a repeated field otherwise (request smuggling, RFC
+    9112, section 11.2). granian answers the other framings itself, and reads a bare
+    LF as a line end and a ``Transfer-Encoding`` sent with a ``Content-Length`` as
+    chunked (closing the connection after), unseen by the service
+    (docs/operations/troubleshoot.md)."""
     raw_headers = scope["headers"]
     if len(headers) != len(raw_headers):  # some name is repeated: rare, so looked for only then
         for name in SINGLE_HEADERS:
             if sum(1 for header in raw_headers if header[0] == name) > 1:
                 shown = name.decode().title()
                 return f"{shown}: the header is sent more than once; send it once"
+    coding = headers.get(b"transfer-encoding")  # the only cost to a request without one
+    if coding is not None and coding.lower() != CHUNKED:
+        return (
+            "Transfer-Encoding: the only coding accepted is chunked, alone; "
+            "send the body with Transfer-Encoding: chunked or with Content-Length"
+        )
     # granian writes an empty Host for a request that sent none.
     if not headers.get(b"host") and scope.get("http_version", "1.1") == "1.1":
         return "Host: an HTTP/1.1 request must name the host (RFC 9112, section 3.2)"
