@@ -5,7 +5,7 @@ faults (:mod:`testbed.faults`) cuts links, drops packets, pauses and kills; ever
 operation is recorded and the history checked (:mod:`testbed.history`).
 
     python -m testbed.chaos_network [--duration 420] [--seed N] [--workers 8]
-                                    [--kinds all] [--overlap]
+                                    [--kinds all] [--overlap] [--capture]
 
 The seed is printed first: the same seed replays the same schedule (which faults,
 in which order, their victims and lengths). The final state is read through HAProxy and
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import secrets
 import shutil
 import signal
 import sys
@@ -40,17 +41,21 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psycopg
+
 from testbed import faults as chaos_faults
-from testbed import limit_probe, workload
+from testbed import limit_probe, wire, workload
 from testbed.availability import availability, judge, table
 from testbed.chaos import RETRIES, TIMEOUT, client
 from testbed.cluster import Cluster
 from testbed.final_state import disagreements, node_states
 from testbed.history import Op, Pet, Window, check
+from testbed.hosts import Network
 from testbed.overlap import JOINED, Joint, partners, run_pair
 from testbed.processes import ServerUnavailableError
 
@@ -58,7 +63,7 @@ from testbed.processes import ServerUnavailableError
 def run(
     root: Path, *, seed: int, duration: float, workers: int, kinds: list[str], hold: float,
     settle: float, instances: int = 3, overlap: bool = False, out: Any = sys.stdout,
-    then: Callable[[Cluster, str], object] | None = None,
+    then: Callable[[Cluster, str], object] | None = None, capture: bool = False,
 ) -> dict[str, int]:  # fmt: skip
     """Bring the deployment up on test hosts under ``root``, run the schedule for
     about ``duration`` seconds (at least one of each of ``kinds``; with ``overlap``
@@ -66,7 +71,9 @@ def run(
     heal, check, print the tables and the last line; returns the counts. With
     ``then``, calls it with the healed deployment and the workers' key once the final
     state is read (``make test``'s short recovery drill, :mod:`testbed.recovery_drill`).
-    Removes everything."""
+    With ``capture``, every packet between hosts is captured while the load runs and
+    searched for secrets in clear (:func:`look_at_the_wire`; the counts ``in_clear``
+    and ``blind``). Removes everything."""
     warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
     rng = random.Random(seed)
     print(f"chaos-network seed {seed}: replay with --seed {seed}", file=out, flush=True)
@@ -82,15 +89,19 @@ def run(
         probe_key = cluster.create_key("probe", f"{limit_probe.LIMIT}/second")
         print(f"Test hosts up in {time.monotonic() - began:.1f} s: {cluster.url}", file=out)
         with cluster.harness():
+            wire = wire_capture(cluster, root / "wire.pcap") if capture else nullcontext()
             with (
+                wire,
                 workload.load(cluster, key, workers, readers=1) as book,
                 limit_probe.probing(cluster, probe_key, f"client{workers + 1}") as answers,
             ):
+                canary = _canaries(cluster, key) if capture else {}
                 joint = Joint() if overlap else None
                 table = chaos_faults.faults(cluster, rng, hold=hold, notes=notes, joint=joint)
                 broken = _inject(table, rng, kinds, duration, settle, windows, joint, out)
             if not broken:  # every worker has stopped: the final state is final
                 stored = _stored(cluster, key)
+                hashes = _key_hashes(cluster) if capture else []
                 views = {**node_states(cluster.postgres), "service": stored}
                 if then is not None:
                     then(cluster, key)
@@ -105,8 +116,75 @@ def run(
     for note in notes.broken:
         print(f"  broken promise: {note}", file=out)
     limits = limit_probe.judge(answers, notes.redis_outages)
+    found = [key, probe_key, *hashes]
+    seen = look_at_the_wire(root / "wire.pcap", cluster, found, canary, out=out)
     counts = report(book.ops, windows, stored, disagreements(views), limits, out=out)
-    return {**counts, "broken": len(notes.broken)}
+    return {**counts, **seen, "broken": len(notes.broken)}
+
+
+def wire_capture(cluster: Cluster, path: Path) -> wire.Capture:
+    """A capture of every packet between the cluster's test hosts into ``path``."""
+    assert isinstance(cluster.hosts, Network)
+    return wire.Capture(cluster.hosts, path)
+
+
+#: What the harness sends in clear to show that the capture sees plain bytes: a
+#: request as a client without TLS would send it, to the Redis host's TLS port.
+CANARY_KEY = "petstore_canary-sent-in-clear-" + secrets.token_hex(8)
+
+
+def _canaries(cluster: Cluster, key: str) -> dict[str, str]:
+    """Send :data:`CANARY_KEY` in clear, and create one animal of a name found
+    nowhere else through the load balancer (read back once): it then travels every
+    path an animal takes (client, balancer, instance, primary, secondaries,
+    archive). Returns the animal's name."""
+    assert isinstance(cluster.hosts, Network)
+    wire.send_in_clear(
+        cluster.hosts, source="ctl", target="redis", port=cluster.redis_port,
+        data=f"GET /v1/pets HTTP/1.1\r\nAuthorization: Bearer {CANARY_KEY}\r\n\r\n".encode(),
+    )  # fmt: skip
+    name = f"wire-check-{secrets.token_hex(8)}"
+    with client(cluster.url, key) as api:
+        pet = api.create_pet(name=name, category_id=1)
+        api.get_pet(pet.id)
+    return {"animal": name}
+
+
+def _key_hashes(cluster: Cluster) -> list[str]:
+    """Every API key's hash as the database stores it, read on the primary."""
+    url = cluster.postgres.node_url(cluster.postgres.primary())
+    with psycopg.connect(url, connect_timeout=5) as connection:
+        return [row[0] for row in connection.execute("SELECT key_hash FROM api_keys")]
+
+
+def look_at_the_wire(
+    path: Path, cluster: Cluster, keys: list[str], canary: dict[str, str], *, out: Any
+) -> dict[str, int]:
+    """Search the capture at ``path`` (none: nothing to say) for ``keys`` (the API
+    keys and their hashes as stored), the animal of ``canary`` and every password of
+    the deployment; print what was found where, and whether the canary key sent in
+    clear was seen. Returns ``in_clear`` (secrets found) and ``blind`` (1 when the
+    canary was not found: the capture saw nothing)."""
+    if not path.exists():
+        return {}
+    secrets_ = {f"API key or hash {k[:12]}...": k.encode() for k in keys}
+    secrets_[f"animal name {canary['animal']}"] = canary["animal"].encode()
+    secrets_.update(
+        {f"password of {role}": p.encode() for role, p in cluster.postgres.passwords.items()}
+    )
+    secrets_["password of Redis"] = cluster.redis_password.encode()
+    found = wire.in_clear(path, {**secrets_, "canary": CANARY_KEY.encode()})
+    count, size = wire.packets(path)
+    leaks = {what: flows for what, flows in found.items() if flows and what != "canary"}
+    print(
+        f"  wire: {count} packets ({size / 2**20:.1f} MiB) between hosts, searched for "
+        f"{len(secrets_)} secrets; in clear: {', '.join(leaks) or 'none'}; the canary sent "
+        f"in clear {'found' if found['canary'] else 'NOT found: the capture is blind'}",
+        file=out,
+    )
+    for what, flows in leaks.items():
+        print(f"  in clear: {what} in {', '.join(flows[:3])}", file=out)
+    return {"in_clear": len(leaks), "blind": int(not found["canary"])}
 
 
 def _keep_logs(root: Path, out: Any) -> None:
@@ -246,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         help="all, partitions (those that cut links), short (make test's: the partitions "
         "and the monitor lost with the primary), or fault kinds separated by commas",
     )  # fmt: skip
+    parser.add_argument(
+        "--capture", action="store_true",
+        help="capture every packet between the hosts and search it for secrets in clear",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     named = {
@@ -262,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             counts = run(
                 Path(folder), seed=seed, duration=args.duration, workers=args.workers,
                 kinds=kinds, hold=args.hold, settle=args.settle, instances=args.instances,
-                overlap=args.overlap,
+                overlap=args.overlap, capture=args.capture,
             )  # fmt: skip
         except ServerUnavailableError as exc:
             print(f"Error: {exc}", file=sys.stderr)
@@ -275,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = (
         "lost", "duplicated", "stale", "skipped", "phantom", "stored_after_error", "reused",
         "not_increasing", "failed", "nodes_differ", "broken", "over_limit", "late_limit",
+        "in_clear", "blind",
     )  # fmt: skip
-    return 1 if any(counts[name] for name in bad) else 0
+    return 1 if any(counts.get(name) for name in bad) else 0
 
 
 if __name__ == "__main__":

@@ -201,6 +201,11 @@ class Network(Loopback):
         exec`` and ``setpriv`` exec in place, so the process id is the program's."""
         return ["ip", "netns", "exec", self.namespace(name), *_become(user), *argv]
 
+    def on_switch(self, argv: list[str]) -> list[str]:
+        """``argv`` run on the switch, where the bridge ``br0`` joins every host's
+        link: a packet between any two hosts passes there (a capture's place)."""
+        return ["ip", "netns", "exec", _SWITCH, *argv]
+
     def iptables(self, name: str, *rule: str) -> None:
         """One ``iptables`` command inside host ``name``."""
         subprocess.run(  # noqa: S603
