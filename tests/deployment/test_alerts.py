@@ -18,9 +18,15 @@ from tests import ROOT
 RULES = ROOT / "deploy" / "prometheus"
 RUNBOOKS = ROOT / "docs" / "operations" / "monitor.md"
 #: The promtool unit test files (the three-day alert's evaluates less often).
-TEST_FILES = ("alerts_test.yml", "alerts_ticket_test.yml", "backups_test.yml")
-#: The alerting rules: the service's, and WAL archiving's and backups' (D28).
-ALERT_FILES = ("alerts.yml", "backups.yml")
+TEST_FILES = (
+    "alerts_test.yml",
+    "alerts_ticket_test.yml",
+    "backups_test.yml",
+    "certificates_test.yml",
+)
+#: The alerting rules: the service's, WAL archiving's and backups' (D28), and the
+#: certificates'.
+ALERT_FILES = ("alerts.yml", "backups.yml", "certificates.yml")
 
 
 def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
