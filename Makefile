@@ -132,7 +132,8 @@ recovery-drill: $(STAMP) servers
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
 # and the live rules test), prometheus-postgres-exporter and pgbackrest (the backup
-# alerts' live test) and systemd-analyze; install them when missing.
+# alerts' live test), prometheus-blackbox-exporter (the certificate alerts' live
+# test) and systemd-analyze; install them when missing.
 operator-tools:
 	@missing=""; \
 	for tool in mmdebstrap buildah podman; do \
@@ -140,6 +141,7 @@ operator-tools:
 	command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$$missing runc"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v prometheus-postgres-exporter >/dev/null 2>&1 || missing="$$missing prometheus-postgres-exporter"; \
+	command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing="$$missing prometheus-blackbox-exporter"; \
 	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	[ -z "$$missing" ] || { \

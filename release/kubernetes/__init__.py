@@ -8,7 +8,9 @@ them, checked offline, and the ``local`` overlay run.
 2. ``kubernetes-validate --strict`` validates every object against the schemas of each
    Kubernetes version of :data:`KUBERNETES_VERSIONS` (they ship inside the package);
 3. the probes ask ``/healthz`` (liveness, startup) and ``/readyz`` (readiness), and
-   the grace period is longer than ``PETSTORE_SHUTDOWN_TIMEOUT_SECONDS``;
+   the grace period is longer than ``PETSTORE_SHUTDOWN_TIMEOUT_SECONDS``; production
+   and staging reach PostgreSQL with ``sslmode=verify-full`` and Redis with
+   ``rediss://``, each against the CA of a Secret mounted read-only;
 4. ``checkov --framework kubernetes`` finds no failed check (a skipped one carries
    its reason in a ``checkov.io/skipN`` annotation);
 5. production and staging pin the digest of the image ``make image`` built from this

@@ -14,7 +14,13 @@ from pathlib import Path
 import release.kubernetes
 from release.image.sources import image_name
 from release.kubernetes import manifests
-from release.kubernetes.manifests import KUBERNETES_VERSIONS, OVERLAYS, PINNED, CheckError
+from release.kubernetes.manifests import (
+    KUBERNETES_VERSIONS,
+    OVERLAYS,
+    PINNED,
+    VERIFIED,
+    CheckError,
+)
 from release.kubernetes.play import serve
 
 
@@ -39,6 +45,8 @@ def check() -> None:
             manifests.validate(list(files.values()))
         with step("probes on /healthz and /readyz, grace period longer than the stop"):
             manifests.check_stop_and_probes(files)
+        with step(f"{' and '.join(VERIFIED)} verify PostgreSQL and Redis against the CA"):
+            manifests.check_tls(files)
         with step("checkov: no failed check"):
             manifests.scan(rendered)
         with step(f"{' and '.join(PINNED)} pin the digest of {image_name()}"):

@@ -1,6 +1,6 @@
 """The manifests of deploy/kubernetes: every overlay rendered, validated and scanned,
-the probes and the grace period checked, and the digest production and staging pin
-compared with (or set to) the image's."""
+the probes and the grace period checked, TLS to the database and Redis verified, and
+the digest production and staging pin compared with (or set to) the image's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
@@ -20,6 +22,9 @@ TOOLS = ROOT / ".tools" / "k8s-venv" / "bin"
 OVERLAYS = ("production", "staging", "local")
 #: The overlays that run the image by its digest.
 PINNED = ("production", "staging")
+#: The overlays whose pods reach PostgreSQL and Redis on other hosts: over TLS, each
+#: server verified against the deployment's CA (components/tls).
+VERIFIED = ("production", "staging")
 #: The Kubernetes versions every object is validated against, strictly: the minor
 #: releases kubernetes-validate 1.37 ships schemas for that are newer than 1.31.
 KUBERNETES_VERSIONS = ("1.32.0", "1.33.0", "1.34.0", "1.35.0", "1.36.0", "1.37.0")
@@ -106,6 +111,67 @@ def check_stop_and_probes(files: dict[str, Path]) -> None:
                 f"{pod['terminationGracePeriodSeconds']} is not longer than the "
                 f"shutdown timeout ({timeout} s)"
             )
+
+
+def check_tls(files: dict[str, Path]) -> None:
+    """In every overlay of :data:`VERIFIED`, the pods verify the servers they reach
+    (issue 59): the database URL of the Deployment and the migration Job asks libpq
+    for ``sslmode=verify-full`` with ``sslrootcert`` a file of a Secret mounted
+    read-only; the Deployment's Redis URL is ``rediss://`` with ``ssl_ca_certs`` such
+    a file, and turns neither check off. A container's ``env`` wins over its
+    ``envFrom``, as in the kubelet. Raises CheckError naming the overlay, the object
+    and what is missing."""
+    for overlay in VERIFIED:
+        documents = [doc for doc in yaml.safe_load_all(files[overlay].read_text()) if doc]
+        (settings,) = (doc["data"] for doc in documents if doc["kind"] == "ConfigMap")
+        for kind in ("Deployment", "Job"):
+            (workload,) = (doc for doc in documents if doc["kind"] == kind)
+            where = f"overlays/{overlay}: the {kind} {workload['metadata']['name']}"
+            pod = workload["spec"]["template"]["spec"]
+            (container,) = pod["containers"]
+            env = {
+                **settings,
+                **{var["name"]: var.get("value") for var in container.get("env", [])},
+            }
+            database = _query(env.get("PETSTORE_DATABASE_URL"))
+            if database.get("sslmode") != "verify-full":
+                raise CheckError(f"{where}: PETSTORE_DATABASE_URL lacks sslmode=verify-full")
+            _check_mounted(where, pod, container, database.get("sslrootcert"), "sslrootcert")
+            if kind != "Deployment":
+                continue
+            redis = env.get("PETSTORE_REDIS_URL") or ""
+            query = _query(redis)
+            if not redis.startswith("rediss://") or query.get("ssl_cert_reqs", "required") != (
+                "required"
+            ):
+                raise CheckError(
+                    f"{where}: PETSTORE_REDIS_URL is not rediss:// with the server verified"
+                )
+            if query.get("ssl_check_hostname", "true").lower() in ("false", "0", "no", "n", "f"):
+                raise CheckError(f"{where}: PETSTORE_REDIS_URL turns the host name check off")
+            _check_mounted(where, pod, container, query.get("ssl_ca_certs"), "ssl_ca_certs")
+
+
+def _query(url: str | None) -> dict[str, str]:
+    """The query parameters of ``url`` (the last of a repeated one, as libpq and
+    redis-py take them)."""
+    return {name: values[-1] for name, values in parse_qs(urlsplit(url or "").query).items()}
+
+
+def _check_mounted(
+    where: str, pod: dict[str, Any], container: dict[str, Any], path: str | None, name: str
+) -> None:
+    """``path`` (the URL parameter ``name``) is a file of a Secret volume that
+    ``container`` mounts read-only. Raises CheckError otherwise."""
+    if not path:
+        raise CheckError(f"{where}: the URL names no CA ({name})")
+    volumes = {volume["name"]: volume for volume in pod.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        if PurePosixPath(path).is_relative_to(mount["mountPath"]):
+            if "secret" in volumes[mount["name"]] and mount.get("readOnly"):
+                return
+            raise CheckError(f"{where}: {name}={path} is not in a Secret mounted read-only")
+    raise CheckError(f"{where}: {name}={path} is not mounted")
 
 
 def image_digest() -> str:

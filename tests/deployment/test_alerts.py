@@ -18,9 +18,15 @@ from tests import ROOT
 RULES = ROOT / "deploy" / "prometheus"
 RUNBOOKS = ROOT / "docs" / "operations" / "monitor.md"
 #: The promtool unit test files (the three-day alert's evaluates less often).
-TEST_FILES = ("alerts_test.yml", "alerts_ticket_test.yml", "backups_test.yml")
-#: The alerting rules: the service's, and WAL archiving's and backups' (D28).
-ALERT_FILES = ("alerts.yml", "backups.yml")
+TEST_FILES = (
+    "alerts_test.yml",
+    "alerts_ticket_test.yml",
+    "backups_test.yml",
+    "certificates_test.yml",
+)
+#: The alerting rules: the service's, WAL archiving's and backups' (D28), and the
+#: certificates'.
+ALERT_FILES = ("alerts.yml", "backups.yml", "certificates.yml")
 
 
 def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
@@ -105,3 +111,35 @@ def test_every_runbook_link_names_a_section_of_the_operations_guide() -> None:
     for rule in alerts():
         anchor = rule["annotations"]["runbook_url"].split("#", 1)[1]
         assert anchor in anchors, f"{rule['alert']}: no section #{anchor} in {RUNBOOKS.name}"
+
+
+def test_the_blackbox_modules_load_and_each_verifies_the_server_against_a_ca() -> None:
+    """The exporter accepts blackbox.yml as it is (unknown or deprecated keys would
+    refuse or warn), and no module trusts a server without checking its
+    certificate: each names the deployment's CA and none skips verification."""
+    exporter = shutil.which("prometheus-blackbox-exporter")
+    assert exporter, "install Debian's prometheus-blackbox-exporter (make test does)"
+    checked = subprocess.run(
+        [exporter, f"--config.file={RULES / 'blackbox.yml'}", "--config.check"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert "level=warn" not in checked.stderr, checked.stderr
+    modules = yaml.safe_load((RULES / "blackbox.yml").read_text())["modules"]
+    for name, module in modules.items():
+        tls = module[module["prober"]]["tls_config"]
+        assert tls["ca_file"] == "/etc/prometheus/tls/ca.crt", name
+        assert not tls.get("insecure_skip_verify", False), name
+    (job,) = yaml.safe_load((RULES / "certificates-scrape.yml").read_text())["scrape_configs"]
+    named = {group["labels"]["module"] for group in job["static_configs"]}
+    assert named == set(modules)
+
+
+def test_promtool_accepts_a_configuration_with_the_certificates_scrape_job(
+    tmp_path: Path,
+) -> None:
+    scrape = yaml.safe_load((RULES / "certificates-scrape.yml").read_text())
+    config = {"rule_files": [str(RULES / "certificates.yml")], **scrape}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    result = promtool("check", "config", str(tmp_path / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -78,3 +79,109 @@ def test_a_liveness_probe_on_readyz_fails(overlays: Path, tmp_path: Path) -> Non
     files = manifests.render(tmp_path)
     with pytest.raises(manifests.CheckError, match="'livenessProbe': '/readyz'"):
         manifests.check_stop_and_probes(files)
+
+
+def _workloads(path: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """The settings (the ConfigMap's data) and the Deployment and Job of a rendered
+    overlay, by kind."""
+    documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    (settings,) = (doc["data"] for doc in documents if doc["kind"] == "ConfigMap")
+    return settings, {doc["kind"]: doc for doc in documents if doc["kind"] in ("Deployment", "Job")}
+
+
+def test_production_and_staging_verify_postgres_and_redis_against_the_mounted_ca(
+    tmp_path: Path,
+) -> None:
+    files = manifests.render(tmp_path)
+    manifests.check_tls(files)
+    for overlay in ("production", "staging"):
+        settings, workloads = _workloads(files[overlay])
+        database = settings["PETSTORE_DATABASE_URL"]
+        assert database.startswith("postgresql://petstore@")  # the password is PGPASSWORD
+        assert "&sslmode=verify-full&sslrootcert=/run/secrets/petstore-ca/ca.crt" in database
+        for kind, workload in workloads.items():
+            pod = workload["spec"]["template"]["spec"]
+            (container,) = pod["containers"]
+            assert {"name": "ca", "mountPath": "/run/secrets/petstore-ca", "readOnly": True} in (
+                container["volumeMounts"]
+            ), kind
+            assert {
+                "name": "ca",
+                "secret": {"secretName": "petstore-ca", "defaultMode": 0o444},
+            } in (pod["volumes"]), kind
+            env = {var["name"]: var for var in container["env"]}
+            assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "petstore-secrets"
+        (container,) = workloads["Deployment"]["spec"]["template"]["spec"]["containers"]
+        redis = {var["name"]: var.get("value") for var in container["env"]}["PETSTORE_REDIS_URL"]
+        assert redis == (
+            "rediss://:$(REDIS_PASSWORD)@$(REDIS_ADDRESS)/0"
+            "?ssl_ca_certs=/run/secrets/petstore-ca/ca.crt"
+        )
+        assert settings["REDIS_ADDRESS"].endswith(":6379")
+    # The local overlay, on the image's SQLite and without Redis, needs none of it.
+    local_settings, local = _workloads(files["local"])
+    (container,) = local["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert "env" not in container
+    assert "PETSTORE_DATABASE_URL" not in local_settings
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "refusal"),
+    [
+        (
+            "overlays/staging/kustomization.yaml",
+            "sslmode=verify-full",
+            "sslmode=require",
+            "overlays/staging: the Deployment petstore: PETSTORE_DATABASE_URL lacks "
+            "sslmode=verify-full",
+        ),
+        (
+            "overlays/production/kustomization.yaml",
+            "&sslrootcert=/run/secrets/petstore-ca/ca.crt",
+            "",
+            r"overlays/production: the Deployment petstore: the URL names no CA \(sslrootcert\)",
+        ),
+        (
+            "components/tls/deployment.yaml",
+            "value: rediss://",
+            "value: redis://",
+            "PETSTORE_REDIS_URL is not rediss:// with the server verified",
+        ),
+        (
+            "components/tls/deployment.yaml",
+            "?ssl_ca_certs=",
+            "?ssl_cert_reqs=none&ssl_ca_certs=",
+            "PETSTORE_REDIS_URL is not rediss:// with the server verified",
+        ),
+        (
+            "components/tls/migration-job.yaml",
+            "mountPath: /run/secrets/petstore-ca",
+            "mountPath: /run/secrets/elsewhere",
+            "the Job petstore-migrate: sslrootcert=/run/secrets/petstore-ca/ca.crt is not mounted",
+        ),
+        (
+            "components/tls/deployment.yaml",
+            "readOnly: true",
+            "readOnly: false",
+            "the Deployment petstore: sslrootcert=.* is not in a Secret mounted read-only",
+        ),
+    ],
+    ids=[
+        "require",
+        "no-ca",
+        "redis-in-clear",
+        "redis-unverified",
+        "ca-elsewhere",
+        "ca-not-a-secret",
+    ],
+)
+def test_an_overlay_that_does_not_verify_the_servers_fails_naming_it(
+    overlays: Path, tmp_path: Path, path: str, old: str, new: str, refusal: str
+) -> None:
+    changed = overlays / path
+    text = changed.read_text()
+    assert old in text
+    changed.write_text(text.replace(old, new))
+    files = manifests.render(tmp_path)
+    with pytest.raises(manifests.CheckError, match=refusal):
+        manifests.check_tls(files)
