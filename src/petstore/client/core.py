@@ -37,8 +37,6 @@ ENV_API_KEY = "PETSTORE_API_KEY"
 #: D14: what replaces getPet, and its sunset when a response lacks the header.
 REPLACEMENT = "GET /v1/pets with the status filter (list_pets/iter_pets with status=...)"
 DEFAULT_SUNSET = "2030-12-05"
-
-
 _pets_decoder = msgspec.json.Decoder(list[Pet])
 _pet_decoder = msgspec.json.Decoder(Pet)
 _T = TypeVar("_T")
