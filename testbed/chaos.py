@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import random
 import signal
 import socket
@@ -61,13 +62,15 @@ KEEPALIVES = [
 
 
 def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:
-    """A client as the workers use it, with its own retry budget: 30 retries, 0.25 s
-    doubling to at most 2 s apart, or the service's Retry-After: about 30 s of sleeps,
-    more than a database failover takes; each attempt waits up to 10 s for its answer,
-    and a connection whose peer vanished is dropped within about 1 s (:data:`KEEPALIVES`)."""
+    """A client as the workers use it, with its own retry budget: 30 retries (no time
+    bound), 0.25 s doubling to at most 2 s apart, or the service's Retry-After: about
+    30 s of sleeps, more than a database failover takes; each attempt waits up to 10 s
+    for its answer, and a connection whose peer vanished is dropped within about 1 s
+    (:data:`KEEPALIVES`)."""
     return Client(
-        url, api_key=key, max_retries=RETRIES, backoff=0.25, max_sleep=2.0, timeout=TIMEOUT,
-        transport=httpx.HTTPTransport(socket_options=KEEPALIVES), event_hooks=hooks,
+        url, api_key=key, max_retries=RETRIES, retry_for=math.inf, backoff=0.25, max_sleep=2.0,
+        timeout=TIMEOUT, transport=httpx.HTTPTransport(socket_options=KEEPALIVES),
+        event_hooks=hooks,
     )  # fmt: skip
 
 

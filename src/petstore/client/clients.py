@@ -10,10 +10,17 @@ Without arguments the base URL and key come from ``PETSTORE_URL`` and
 ``PETSTORE_API_KEY``. What the client does for its caller:
 
 - pages: ``iter_pets`` follows ``Link: rel="next"`` until it is absent (D9);
-- retries safely: every call is retried on connection errors and timeouts, and on
-  429, 503 and 409 ``idempotency_conflict``, with exponential backoff and full
-  jitter, or exactly ``Retry-After`` when the service sends it (D15); ``create_pet``
-  sends one ``Idempotency-Key`` on every attempt so a retry never adds twice (D16);
+- rides out a failover (D27): its connections carry TCP keepalives, so one left on a
+  paused or vanished load balancer is dropped within seconds
+  (:data:`~petstore.client.transport.KEEPALIVES`), and a call is repeated for up to
+  ``retry_for`` seconds (20 s, D27's bound; ``PETSTORE_RETRY_FOR_SECONDS``) after a
+  connection failure, a 429, and, when repeating is safe, a 503, a 409
+  ``idempotency_conflict``, a lost connection or a timeout, with exponential backoff
+  and full jitter, or the ``Retry-After`` the service sends (D15)
+  (:mod:`petstore.client.retries`);
+- never adds twice: ``create_pet`` sends one ``Idempotency-Key`` on every attempt,
+  so a repeat is answered with the first attempt's animal (D16); a POST without the
+  key (a request hook removed it) is never repeated once it may have arrived;
 - warns: ``get_pet`` emits a DeprecationWarning naming the sunset and the
   replacement (D14);
 - raises the typed errors of :mod:`petstore.client.errors` (D10), and
@@ -22,9 +29,10 @@ Without arguments the base URL and key come from ``PETSTORE_URL`` and
   service, not the client, judges unknown and repeated members (D4).
 
 The two classes here do the I/O (send, sleep, close). What they share that does no
-I/O (the configuration, the retry decision, :class:`~petstore.client.core.Page`,
-building requests and decoding responses) is in :mod:`petstore.client.core`; ``Page``
-and the constants are re-exported here.
+I/O (the configuration, the retry decision, the transport's options,
+:class:`~petstore.client.core.Page`, building requests and decoding responses) is in
+:mod:`petstore.client.core`, :mod:`petstore.client.retries` and
+:mod:`petstore.client.transport`; ``Page`` and the constants are re-exported here.
 """
 
 from __future__ import annotations
@@ -54,19 +62,25 @@ from petstore.client.core import (
     next_params,
 )
 from petstore.client.errors import SunsetWarning
+from petstore.client.retries import ENV_RETRY_FOR, RETRY_FOR, Retries
+from petstore.client.transport import KEEPALIVES, transport_options
 from petstore.schemas import LIMIT_MAX, Pet, PetStatus
 
 __all__ = [
     "DEFAULT_SUNSET",
     "ENV_API_KEY",
+    "ENV_RETRY_FOR",
     "ENV_URL",
+    "KEEPALIVES",
     "REPLACEMENT",
+    "RETRY_FOR",
     "AsyncClient",
     "Client",
     "EventHooks",
     "Page",
     "Pet",
     "PetStatus",
+    "Retries",
     "SunsetWarning",
 ]
 
@@ -77,6 +91,7 @@ class Client(ClientBase[httpx.BaseTransport]):
     _http: httpx.Client
 
     def _connect(self, transport: httpx.BaseTransport | None, **options: Any) -> None:
+        transport = transport or httpx.HTTPTransport(**transport_options(self.base_url))
         self._http = httpx.Client(transport=transport, **options)
 
     def __enter__(self) -> Self:
@@ -90,13 +105,15 @@ class Client(ClientBase[httpx.BaseTransport]):
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request, repeated as :meth:`ClientBase._next` says. Raises TransportError."""
+        started = time.monotonic()
         for attempt in itertools.count():
             try:
                 outcome: httpx.Response | httpx.TransportError
                 outcome = self._http.request(method, path, **kwargs)
             except httpx.TransportError as exc:
                 outcome = exc
-            if isinstance(step := self._next(attempt, outcome), httpx.Response):
+            step = self._next(attempt, outcome, elapsed=time.monotonic() - started)
+            if isinstance(step, httpx.Response):
                 return step
             time.sleep(step)
         raise AssertionError("unreachable")
@@ -157,6 +174,7 @@ class AsyncClient(ClientBase[httpx.AsyncBaseTransport]):
     _http: httpx.AsyncClient
 
     def _connect(self, transport: httpx.AsyncBaseTransport | None, **options: Any) -> None:
+        transport = transport or httpx.AsyncHTTPTransport(**transport_options(self.base_url))
         self._http = httpx.AsyncClient(transport=transport, **options)
 
     async def __aenter__(self) -> Self:
@@ -169,13 +187,15 @@ class AsyncClient(ClientBase[httpx.AsyncBaseTransport]):
         await self._http.aclose()
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        started = time.monotonic()
         for attempt in itertools.count():
             try:
                 outcome: httpx.Response | httpx.TransportError
                 outcome = await self._http.request(method, path, **kwargs)
             except httpx.TransportError as exc:
                 outcome = exc
-            if isinstance(step := self._next(attempt, outcome), httpx.Response):
+            step = self._next(attempt, outcome, elapsed=time.monotonic() - started)
+            if isinstance(step, httpx.Response):
                 return step
             await anyio.sleep(step)
         raise AssertionError("unreachable")

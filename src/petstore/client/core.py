@@ -1,15 +1,15 @@
 """What :class:`~petstore.client.clients.Client` and
 :class:`~petstore.client.clients.AsyncClient` share, none of it I/O: the configuration
-(:class:`ClientBase`), the retry decision (``ClientBase._next``), :class:`Page`, the
-building of requests and the decoding of responses. Nothing here sends, awaits or
-sleeps; each client sends the request, waits the seconds this module names, and hands
-the response back here to decode. Errors raised are those of
-:mod:`petstore.client.errors`, and ValueError for a bad argument."""
+(:class:`ClientBase`), what it does with each attempt's outcome (``ClientBase._next``,
+on the retry decision of :mod:`petstore.client.retries`), :class:`Page`, the building
+of requests and the decoding of responses. Nothing here sends, awaits or sleeps; each
+client sends the request, waits the seconds this module names, and hands the response
+back here to decode. Errors raised are those of :mod:`petstore.client.errors`, and
+ValueError for a bad argument."""
 
 from __future__ import annotations
 
 import os
-import random
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -25,11 +25,11 @@ from petstore.client.errors import (
     SunsetWarning,
     TransportError,
     raise_for_error,
-    retry_after,
     service_not_found,
     unexpected_body,
 )
 from petstore.client.quota import Quota, quota_of
+from petstore.client.retries import Retries
 from petstore.schemas import Pet, PetStatus
 
 ENV_URL = "PETSTORE_URL"
@@ -37,11 +37,6 @@ ENV_API_KEY = "PETSTORE_API_KEY"
 #: D14: what replaces getPet, and its sunset when a response lacks the header.
 REPLACEMENT = "GET /v1/pets with the status filter (list_pets/iter_pets with status=...)"
 DEFAULT_SUNSET = "2030-12-05"
-
-_RETRY_STATUSES = frozenset({409, 429, 503})
-#: Failures after which the request may or may not have arrived: safe to repeat only
-#: because GETs are safe and a POST carries its Idempotency-Key.
-_TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _pets_decoder = msgspec.json.Decoder(list[Pet])
 _pet_decoder = msgspec.json.Decoder(Pet)
 _T = TypeVar("_T")
@@ -65,16 +60,27 @@ class Page:
 class ClientBase(Generic[_Transport]):
     """The configuration and the I/O-free parts of a call, shared by both clients.
 
-    ``base_url`` ends in ``/v1``; ``timeout`` is seconds or an ``httpx.Timeout``. A
-    failed call is retried up to ``max_retries`` times; the n-th wait is drawn from 0
-    to ``backoff * 2**n`` seconds, or is the ``Retry-After``, never above ``max_sleep``.
-    ``transport`` and ``event_hooks`` are passed to httpx. The key's surrounding white
-    space (a pasted key, a file's line end) is dropped. ``last_quota`` is the
-    rate-limit :class:`~petstore.client.quota.Quota` of the last response that stated
-    one (D15), for a caller that paces itself. Raises ValueError when the base URL or
-    the key is neither given nor in the environment, the URL is not ``http(s)://``,
-    the key holds a space or a control character (never shown), or the base URL is
-    the pets collection (ends in ``/v1/pets``) rather than the base.
+    ``base_url`` ends in ``/v1``; ``timeout`` is seconds or an ``httpx.Timeout``, for
+    each attempt. ``transport`` and ``event_hooks`` are passed to httpx; without a
+    transport the client makes its own, whose connections carry TCP keepalives
+    (:data:`~petstore.client.transport.KEEPALIVES`: a connection left on a paused or
+    vanished load balancer is dropped within seconds) and go through the proxy the
+    environment names (:func:`~petstore.client.transport.transport_options`). The key's
+    surrounding white space (a pasted key, a file's line end) is dropped.
+    ``last_quota`` is the rate-limit :class:`~petstore.client.quota.Quota` of the last
+    response that stated one (D15), for a caller that paces itself.
+
+    A failed call is repeated as :class:`~petstore.client.retries.Retries` says, while a
+    new attempt can start within ``retry_for`` seconds of the first (by default
+    :data:`~petstore.client.retries.ENV_RETRY_FOR` when set, else 20 s, D27's bound for
+    a failover) and at most ``max_retries`` times when that is given; ``backoff`` and
+    ``max_sleep`` (seconds) shape the waits. Each attempt may take ``timeout`` on top
+    of it: a call that keeps failing ends within about ``retry_for`` plus one
+    ``timeout``. Raises ValueError when the base URL or the key is neither given nor
+    in the environment, the URL is not ``http(s)://``, the key holds a space or a
+    control character (never shown), the base URL is the pets collection (ends in
+    ``/v1/pets``) rather than the base, or ``retry_for`` (or its variable) or
+    ``max_retries`` is not a number of 0 or more.
     """
 
     def __init__(
@@ -83,9 +89,10 @@ class ClientBase(Generic[_Transport]):
         *,
         api_key: str | None = None,
         timeout: float | httpx.Timeout = 10.0,
-        max_retries: int = 3,
+        retry_for: float | None = None,
+        max_retries: int | None = None,
         backoff: float = 0.5,
-        max_sleep: float = 30.0,
+        max_sleep: float = 5.0,
         transport: _Transport | None = None,
         event_hooks: EventHooks | None = None,
     ) -> None:
@@ -106,15 +113,15 @@ class ClientBase(Generic[_Transport]):
             )
         self._key = key
         self.last_quota: Quota | None = None
-        if max_retries < 0:
-            raise ValueError("max_retries must be 0 or more")
+        self.retries = Retries.configured(
+            retry_for, max_retries=max_retries, backoff=backoff, max_sleep=max_sleep
+        )
         self.base_url = url.rstrip("/")
         if self.base_url.endswith("/v1/pets"):
             raise ValueError(
                 f"{url} is the pets collection; pass the base URL ending in /v1 "
                 f"({self.base_url.removesuffix('/pets')})"
             )
-        self.max_retries, self.backoff, self.max_sleep = max_retries, backoff, max_sleep
         headers = {
             "Authorization": f"Bearer {key}",
             "Accept": "application/json",
@@ -135,37 +142,27 @@ class ClientBase(Generic[_Transport]):
         return f"{type(self).__name__}(base_url={self.base_url!r})"
 
     def _next(
-        self, attempt: int, outcome: httpx.Response | httpx.TransportError
+        self, attempt: int, outcome: httpx.Response | httpx.TransportError, *, elapsed: float
     ) -> httpx.Response | float:
-        """After attempt ``attempt`` (from 0): the response to hand back, or the seconds
-        to sleep before repeating the request (D15, D16). Stops at a response that is
-        not 409/429/503, when retries are spent, or at a ``Retry-After`` above
-        ``max_sleep`` (the caller gets the error with its ``retry_after``).
-        Raises TransportError when the last attempt had no response, and
+        """After attempt ``attempt`` (from 0), ``elapsed`` seconds after the first began:
+        the response to hand back, or the seconds to sleep before repeating the request
+        (:meth:`Retries.wait <petstore.client.retries.Retries.wait>`). Raises
+        TransportError when the last attempt had no response and is not repeated, and
         ServiceNotFoundError for a 404 showing that the base URL is wrong."""
         if isinstance(outcome, httpx.Response):
             self.last_quota = quota_of(outcome) or self.last_quota
             if (wrong_base := service_not_found(self.base_url, outcome)) is not None:
                 raise wrong_base
-            wait = retry_after(outcome)
-            if (
-                outcome.status_code not in _RETRY_STATUSES
-                or attempt >= self.max_retries
-                or (wait is not None and wait > self.max_sleep)
-            ):
-                return outcome
-        elif isinstance(outcome, _TRANSIENT) and attempt < self.max_retries:
-            wait = None
-        else:
-            detail = str(outcome).replace(self._key, "<API key>")  # httpx may quote a header
-            raise TransportError(
-                f"no response from {self.base_url} after {attempt + 1} attempt(s): "
-                f"{type(outcome).__name__}: {detail}",
-                code="transport_error",
-            ) from outcome
-        if wait is None:  # exponential backoff with full jitter
-            wait = random.uniform(0, min(self.max_sleep, self.backoff * 2**attempt))
-        return wait
+        if (wait := self.retries.wait(attempt, outcome, elapsed=elapsed)) is not None:
+            return wait
+        if isinstance(outcome, httpx.Response):
+            return outcome
+        detail = str(outcome).replace(self._key, "<API key>")  # httpx may quote a header
+        raise TransportError(
+            f"no response from {self.base_url} after {attempt + 1} attempt(s) in "
+            f"{elapsed:.1f} s: {type(outcome).__name__}: {detail}",
+            code="transport_error",
+        ) from outcome
 
 
 def _decode(response: httpx.Response, decode: Callable[[bytes], _T]) -> _T:
