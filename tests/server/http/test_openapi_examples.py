@@ -72,7 +72,7 @@ def escape(name: str) -> str:
 def valid(value: Any, pointer: str) -> bool:
     """Whether ``value`` is valid against the schema at ``pointer`` of the document."""
     validator = Draft202012Validator({"$ref": f"{_URI}#{pointer}"}, registry=_REGISTRY)
-    return validator.is_valid(value)
+    return bool(validator.is_valid(value))
 
 
 class Operation(NamedTuple):
@@ -380,12 +380,12 @@ def creates_held(database_url: str) -> Iterator[Callable[[], None]]:
         return
     import psycopg
 
-    with psycopg.connect(database_url, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (ID_ORDER_LOCK,))
+    with psycopg.connect(database_url, autocommit=True) as pg:
+        pg.execute("SELECT pg_advisory_lock(%s)", (ID_ORDER_LOCK,))
 
         def wait_until_one_waits() -> None:
             deadline = time.monotonic() + 10
-            while holder.execute(
+            while pg.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
                 " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             ).fetchone() != (1,):
@@ -395,7 +395,7 @@ def creates_held(database_url: str) -> Iterator[Callable[[], None]]:
         try:
             yield wait_until_one_waits
         finally:
-            holder.execute("SELECT pg_advisory_unlock(%s)", (ID_ORDER_LOCK,))
+            pg.execute("SELECT pg_advisory_unlock(%s)", (ID_ORDER_LOCK,))
 
 
 def unexpected_fault(scene: Scene) -> httpx.Response:
