@@ -4,7 +4,8 @@ every warning an error and every cross-reference checked (docs/contributing.md).
 
 The HTTP API page shows the OpenAPI document the service serves (``openapi_document``,
 what ``petstore openapi`` prints) in the Swagger UI files the service's own docs page
-loads, all written next to the pages at the end of the build: nothing is fetched.
+loads, all written next to the pages at the end of the build: nothing is fetched, so
+the page works opened from disk (``file://``) as from a server.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import swagger_ui
 from sphinx.application import Sphinx
@@ -49,6 +51,11 @@ html_show_copyright = False
 #: Where the HTTP API page finds the rendered document, relative to the site's root.
 OPENAPI_DIR = "openapi"
 
+# The document is in the page: a browser fetches nothing from a file:// page
+# ("Failed to load API definition."). Swagger UI resolves the document's $refs against
+# its URL, and fails for any URL but http(s) (swagger-api/swagger-ui#9891): the URL it
+# is given is the one production serves the document at, which it links under the
+# title; it is never fetched.
 _OPENAPI_PAGE = """<!doctype html>
 <html lang="en">
 <head>
@@ -58,20 +65,35 @@ _OPENAPI_PAGE = """<!doctype html>
 </head>
 <body>
 <div id="swagger-ui"></div>
+<script id="openapi-document" type="application/json">{document}</script>
 <script src="swagger-ui-bundle.js"></script>
 <script>
-SwaggerUIBundle({{url: "openapi.json", dom_id: "#swagger-ui", deepLinking: true,
-                  validatorUrl: null, supportedSubmitMethods: []}});
+const ui = SwaggerUIBundle({{dom_id: "#swagger-ui", deepLinking: true, validatorUrl: null,
+                            supportedSubmitMethods: []}});
+ui.specActions.updateUrl({url});
+ui.specActions.updateSpec(document.getElementById("openapi-document").textContent);
 </script>
 </body>
 </html>
 """
 
 
+def openapi_page(document: dict[str, Any], *, url: str) -> str:
+    """The page that shows ``document`` in Swagger UI, ``url`` given as its own
+    ("Try it out" off: no service answers at the site). Both are JSON in the page's
+    scripts, each ``<`` escaped (``\\u003c``) so that no string can end or comment
+    out a script element."""
+    text, url_text = (
+        json.dumps(value, indent=2, ensure_ascii=False).replace("<", "\\u003c")
+        for value in (document, url)
+    )
+    return _OPENAPI_PAGE.format(version=document["info"]["version"], document=text, url=url_text)
+
+
 def write_generated_pages(app: Sphinx, exception: Exception | None) -> None:
     """The served OpenAPI document, Swagger UI's two files the service's docs page
-    loads, and the page that starts it, into the site's ``openapi/`` ("Try it out"
-    off: no service answers at the site); and the home page as ``index.html``."""
+    loads, and the page that shows the document in them (:func:`openapi_page`), into
+    the site's ``openapi/``; and the home page as ``index.html``."""
     if exception is not None or app.builder.format != "html":
         return
     target = Path(app.outdir) / OPENAPI_DIR
@@ -79,10 +101,14 @@ def write_generated_pages(app: Sphinx, exception: Exception | None) -> None:
     assets = Path(swagger_ui.__file__).with_name("static")
     for name in sorted(ASSET_FILES):
         shutil.copyfile(assets / name, target / name)
-    document = openapi_document(Settings())
-    (target / "openapi.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
-    page = _OPENAPI_PAGE.format(version=document["info"]["version"])
-    (target / "index.html").write_text(page, encoding="utf-8")
+    settings = Settings()
+    document = openapi_document(settings)
+    # As the service serves it: UTF-8, the Name pattern's characters beyond U+FFFF
+    # as they are.
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    (target / "openapi.json").write_text(text, encoding="utf-8")
+    production = f"{str(settings.base_url).rstrip('/')}/openapi.json"
+    (target / "index.html").write_text(openapi_page(document, url=production), encoding="utf-8")
     # The home page is docs/README.md, as GitHub shows the folder; a site's is index.html.
     shutil.copyfile(Path(app.outdir) / f"{root_doc}.html", Path(app.outdir) / "index.html")
 

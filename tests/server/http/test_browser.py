@@ -1,17 +1,27 @@
-"""The docs page in a real browser: Debian's chromium, headless, driven by Playwright
-with the system browser (issue: docs in a real browser)."""
+"""The docs pages in a real browser: Debian's chromium, headless, driven by Playwright
+with the system browser (issue: docs in a real browser): the service's own /v1/docs,
+and the docs site's HTTP reference opened from disk and from a web server (issue 64)."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, FrameLocator, Page, sync_playwright
 
-from tests import examples
+from tests import ROOT, examples
 from tests.conftest import LiveServer
 
 CHROMIUM = shutil.which("chromium")
@@ -132,3 +142,122 @@ def test_try_it_with_a_bearer_key_returns_200(
     status.first.wait_for(timeout=15_000)
     assert status.first.inner_text().strip() == "200"
     assert page.evaluate("window.cspViolations") == []
+
+
+# What the pages show: the document's examples, not values Swagger UI invents ---------
+
+#: What Swagger UI shows where a document has no example (a string "string", a
+#: status 0), and 2^63 - 1 as a browser reads it.
+INVENTED = ('"string"', '"status": 0', "9223372036854776000")
+
+
+def first_example(document: dict[str, Any], *names: str) -> Any:
+    """The value of the first example of createPet's media type at ``names`` (from
+    the operation on), its ``$ref`` followed."""
+    node: Any = document["paths"]["/pets"]["post"]
+    for name in names:
+        node = node[name]
+    example = next(iter(node["examples"].values()))
+    if "$ref" in example:
+        example = document["components"]["examples"][example["$ref"].rsplit("/", 1)[1]]
+    return example["value"]
+
+
+REQUEST = ("requestBody", "content", "application/json")
+BAD_REQUEST = ("responses", "400", "content", "application/json")
+
+
+def open_every_operation(page: Page | FrameLocator) -> None:
+    for operation in examples.operations():
+        page.locator(f"#operations-pets-{operation.operation_id} .opblock-summary").click()
+    page.locator("#operations-pets-createPet .responses-table").first.wait_for(timeout=15_000)
+
+
+def test_docs_page_shows_the_documents_examples_not_invented_values(
+    docs: tuple[Page, list[str]], live_server: LiveServer
+) -> None:
+    """createPet's request body is the document's first example (Rex, ready to send
+    with Try it out), its 400 the exact message the service answers; no invented
+    value anywhere, and the Name model leads with its description, its patterns
+    folded away."""
+    page, _ = docs
+    document = httpx2.get(f"{live_server.url}/v1/openapi.json").json()
+    open_every_operation(page)
+    body = page.locator("#operations-pets-createPet textarea.body-param__text").input_value()
+    assert json.loads(body) == first_example(document, *REQUEST)
+    bad_request = first_example(document, *BAD_REQUEST)
+    shown = page.locator("#operations-pets-createPet tr.response[data-code='400']").inner_text()
+    assert bad_request["message"] in shown
+    text = page.locator("#swagger-ui").inner_text()
+    assert [invented for invented in INVENTED if invented in text] == []
+    name = (
+        page.locator("section.models article")
+        .filter(has=page.locator(".json-schema-2020-12__title", has_text="Name"))
+        .first
+    )
+    name.locator(".json-schema-2020-12-accordion").first.click()
+    assert "1 to 100 characters" in name.inner_text()
+    assert "\\u0300" not in name.inner_text()  # the Unicode pattern, folded under anyOf
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs site as ``make docs`` builds it (strict), in a folder of this module."""
+    built = tmp_path_factory.mktemp("site")
+    strict = ("-b", "html", "-n", "-W", "--keep-going", "-q")
+    build = [sys.executable, "-m", "sphinx", *strict, str(ROOT / "docs"), str(built)]
+    subprocess.run(build, check=True, cwd=ROOT)
+    return built
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_server(site: Path) -> Iterator[str]:
+    """The built site served over HTTP on loopback, as a web server would: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietFiles, directory=site))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize("opened", ["from disk", "from a server"])
+def test_the_sites_reference_shows_create_pet_with_its_example(
+    browser: Browser, site: Path, request: pytest.FixtureRequest, opened: str
+) -> None:
+    """The HTTP reference of the docs site, opened as the README says (from disk,
+    where a browser fetches nothing: Swagger UI said "Failed to load API
+    definition.") and from a web server: createPet shows the document's example,
+    and no error, no invented value."""
+    if opened == "from disk":
+        url = (site / "reference" / "http-api.html").as_uri()
+    else:
+        url = f"{request.getfixturevalue('site_server')}/reference/http-api.html"
+    document = json.loads((site / "openapi" / "openapi.json").read_text(encoding="utf-8"))
+    page = browser.new_page()
+    failures: list[str] = []
+    page.on("pageerror", lambda error: failures.append(str(error)))
+    page.goto(url)
+    frame = page.frame_locator("iframe")
+    frame.locator(".opblock").first.wait_for(timeout=15_000)
+    open_every_operation(frame)
+    create = frame.locator("#operations-pets-createPet")
+    request_body = create.locator(".opblock-section-request-body").inner_text()
+    rex = first_example(document, *REQUEST)
+    assert json.loads(request_body[request_body.index("{") :]) == rex
+    bad_request = first_example(document, *BAD_REQUEST)
+    assert bad_request["message"] in create.locator("tr.response[data-code='400']").inner_text()
+    text = frame.locator("#swagger-ui").inner_text()
+    assert "Failed to load API definition" not in text
+    assert frame.locator(".errors-wrapper").count() == 0, text[:2000]
+    assert [invented for invented in INVENTED if invented in text] == []
+    assert failures == []
+    page.close()
