@@ -8,6 +8,7 @@ replaced. The sunset (410) runs the real app in-process with its clock after 203
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -518,3 +519,56 @@ def test_async_create_pet_json(base_url: str, live_server: LiveServer) -> None:
             return await client.create_pet_json(b'{"name":"Async-json","categoryId":3}')
 
     assert asyncio.run(scenario()).category_id == 3
+
+
+PASSWORD = "hunter2"
+
+
+def test_no_response_names_the_base_url_without_its_password() -> None:
+    """issue 60, P6: the password of ``http://user:hunter2@host/v1`` was printed back."""
+    port = free_port()
+    with Client(f"http://user:{PASSWORD}@127.0.0.1:{port}/v1", api_key="k", max_retries=0) as c:
+        with pytest.raises(TransportError) as caught:
+            c.list_pets()
+        assert PASSWORD not in repr(c)
+        assert repr(c) == f"Client(base_url='http://***@127.0.0.1:{port}/v1')"
+    assert caught.value.message.startswith(
+        f"no response from http://***@127.0.0.1:{port}/v1 after 1 attempt(s): ConnectError"
+    )
+    assert PASSWORD not in str(caught.value)
+    assert PASSWORD not in repr(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (f"ftp://user:{PASSWORD}@db1/v1", "ftp://***@db1/v1 is not an http:// or https:// URL"),
+        (
+            f"https://user:{PASSWORD}@db1/v1/pets",
+            "https://***@db1/v1/pets is the pets collection; pass the base URL ending in /v1 "
+            "(https://***@db1/v1)",
+        ),
+    ],
+)
+def test_a_refused_base_url_is_named_without_its_password(url: str, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)) as caught:
+        Client(url, api_key="k")
+    assert PASSWORD not in str(caught.value)
+
+
+def test_service_not_found_names_the_urls_without_the_password() -> None:
+    def not_petstore(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, html="<h1>Not Found</h1>")
+
+    url = f"http://user:{PASSWORD}@other.invalid/v1"
+    transport = httpx.MockTransport(not_petstore)
+    with (
+        Client(url, api_key="k", transport=transport) as client,
+        pytest.raises(ServiceNotFoundError) as caught,
+    ):
+        client.list_pets()
+    assert caught.value.message.startswith(
+        "no Petstore service at http://***@other.invalid/v1 (GET "
+        "http://***@other.invalid/v1/pets answered 404: Not Found)"
+    )
+    assert PASSWORD not in str(caught.value)

@@ -31,6 +31,7 @@ from petstore.client.errors import (
 )
 from petstore.client.quota import Quota, quota_of
 from petstore.schemas import Pet, PetStatus
+from petstore.text import printable_url
 
 ENV_URL = "PETSTORE_URL"
 ENV_API_KEY = "PETSTORE_API_KEY"
@@ -95,7 +96,8 @@ class ClientBase(Generic[_Transport]):
             raise ValueError(f"no base URL: pass base_url= or set {ENV_URL} (it ends in /v1)")
         if not url.lower().startswith(("http://", "https://")):
             raise ValueError(
-                f"{url} is not an http:// or https:// URL; e.g. http://127.0.0.1:8000/v1"
+                f"{printable_url(url)} is not an http:// or https:// URL; "
+                "e.g. http://127.0.0.1:8000/v1"
             )
         if not key:
             raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
@@ -111,8 +113,8 @@ class ClientBase(Generic[_Transport]):
         self.base_url = url.rstrip("/")
         if self.base_url.endswith("/v1/pets"):
             raise ValueError(
-                f"{url} is the pets collection; pass the base URL ending in /v1 "
-                f"({self.base_url.removesuffix('/pets')})"
+                f"{printable_url(url)} is the pets collection; pass the base URL ending "
+                f"in /v1 ({printable_url(self.base_url.removesuffix('/pets'))})"
             )
         self.max_retries, self.backoff, self.max_sleep = max_retries, backoff, max_sleep
         headers = {
@@ -132,7 +134,7 @@ class ClientBase(Generic[_Transport]):
         raise NotImplementedError
 
     def __repr__(self) -> str:  # never the key
-        return f"{type(self).__name__}(base_url={self.base_url!r})"
+        return f"{type(self).__name__}(base_url={printable_url(self.base_url)!r})"
 
     def _next(
         self, attempt: int, outcome: httpx.Response | httpx.TransportError
@@ -159,7 +161,7 @@ class ClientBase(Generic[_Transport]):
         else:
             detail = str(outcome).replace(self._key, "<API key>")  # httpx may quote a header
             raise TransportError(
-                f"no response from {self.base_url} after {attempt + 1} attempt(s): "
+                f"no response from {printable_url(self.base_url)} after {attempt + 1} attempt(s): "
                 f"{type(outcome).__name__}: {detail}",
                 code="transport_error",
             ) from outcome
