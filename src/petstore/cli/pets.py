@@ -9,8 +9,9 @@ before or after the subcommand (after wins), or else ``PETSTORE_URL`` /
 0     success
 1     any other error answer of the service
 2     bad usage or configuration (click): no URL or key, a URL that is not
-      http(s) or names the pets collection instead of the base, a file that
-      cannot be imported as a whole (a CSV file without its header, not UTF-8)
+      http(s), holds a user name or password, or names the pets collection
+      instead of the base, a file that cannot be imported as a whole (a CSV
+      file without its header, not UTF-8)
 3     the API key was refused (401)
 4     no such animal (404) or the operation is gone (410)
 5     the request was refused as invalid (400, 409, 413, 415, 422); for

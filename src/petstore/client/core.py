@@ -73,9 +73,12 @@ class ClientBase(Generic[_Transport]):
     space (a pasted key, a file's line end) is dropped. ``last_quota`` is the
     rate-limit :class:`~petstore.client.quota.Quota` of the last response that stated
     one (D15), for a caller that paces itself. Raises ValueError when the base URL or
-    the key is neither given nor in the environment, the URL is not ``http(s)://``,
-    the key holds a space or a control character (never shown), or the base URL is
-    the pets collection (ends in ``/v1/pets``) rather than the base.
+    the key is neither given nor in the environment, the URL is not ``http(s)://``
+    or holds a user name or password (``user:password@``: httpx would send them as
+    Basic credentials in place of the key, and log them), the key holds a space or a
+    control character (never shown), or the base URL is the pets collection (ends in
+    ``/v1/pets``) rather than the base; httpx.InvalidURL when httpx cannot parse it.
+    A message shows a URL without its user-info (:func:`petstore.text.printable_url`).
     """
 
     def __init__(
@@ -98,6 +101,12 @@ class ClientBase(Generic[_Transport]):
             raise ValueError(
                 f"{printable_url(url)} is not an http:// or https:// URL; "
                 "e.g. http://127.0.0.1:8000/v1"
+            )
+        if httpx.URL(url).userinfo:
+            raise ValueError(
+                f"{printable_url(url)} holds a user name or password (shown as ***), which "
+                "the service does not take: its one credential is the API key. Remove the "
+                "part before the @"
             )
         if not key:
             raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
