@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import click
-import httpx
 
 from petstore.client import ENV_API_KEY, ENV_URL, Client
 from petstore.client.errors import (
@@ -34,7 +33,7 @@ from petstore.client.errors import (
     ServiceNotFoundError,
     TransportError,
 )
-from petstore.text import printable, printable_url
+from petstore.text import printable
 
 T = TypeVar("T")
 
@@ -128,9 +127,8 @@ def _key(ctx: click.Context) -> str:
 def client(ctx: click.Context) -> Client:
     """The client for the URL and key of the command line, else of the environment.
     Raises click.UsageError (exit 2) when one is missing, the URL is not an http(s)
-    base URL or cannot be parsed (a port that is not a number), or the key holds
-    white space inside; a message shows the URL without its user name and password
-    (:func:`petstore.text.printable_url`)."""
+    base URL (:func:`petstore.client.urls.base_url`: never shown with its user name
+    and password), or the key holds white space inside."""
     url = str(ctx.meta.get(f"{_META}url") or os.environ.get(ENV_URL) or "").strip()
     key = _key(ctx)
     if not url:
@@ -139,9 +137,5 @@ def client(ctx: click.Context) -> Client:
         raise click.UsageError(f"no API key: pass --api-key or set {ENV_API_KEY}")
     try:
         return Client(url, api_key=key)
-    except ValueError as exc:  # it may quote the URL
+    except ValueError as exc:
         raise click.UsageError(printable(str(exc))) from None
-    except httpx.InvalidURL as exc:  # it quotes no user-info
-        raise click.UsageError(
-            f"{printable_url(url)} is not a URL: {printable(str(exc))}"
-        ) from None

@@ -81,11 +81,14 @@ def pets_import(ctx: click.Context, file: Path) -> None:
     petstore keys create --rate-limit 6000/minute). Running it again with the same
     API key within 24 hours adds nothing twice, so an interrupted import resumes.
 
-    The service's reasons and the file's name are shown escaped
-    (:func:`petstore.text.printable`): a hostile file cannot reach the terminal
-    through them.
+    The service's reasons, the file's name and what a message quotes of the file are
+    shown escaped (:func:`petstore.text.printable`): a hostile file or service cannot
+    reach the terminal through them.
     """
-    records = read_records(file)
+    try:
+        records = read_records(file)
+    except click.UsageError as exc:  # it names the file, and may quote its first line
+        raise click.UsageError(printable(exc.message)) from None
     name = printable(file.name)
     if not records:
         click.echo(f"{name} holds no records: nothing to import.")

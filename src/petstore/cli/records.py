@@ -10,8 +10,7 @@ number sent as that number and anything else as a string for the service to refu
 by name. What cannot be sent at all (a line that is not JSON, a row with more cells
 than the header) is refused here with a reason. A file that cannot be read whole
 (not UTF-8, a broken JSON array, a CSV file without its header) raises
-click.UsageError. Nothing here does I/O but reading the file. The file's name and
-what a message quotes of its content are shown through :func:`petstore.text.printable`.
+click.UsageError. Nothing here does I/O but reading the file.
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ from pathlib import Path
 import click
 import msgspec
 
-from petstore.text import printable
-
 #: The header a CSV file must start with.
 HEADER = "name,categoryId[,status]"
-#: Characters of a CSV file's first line quoted in a message about its header.
-FIRST_LINE_SHOWN = 100
 #: Header cell, in lower case -> NewPet member (``category_id`` is read as ``categoryId``).
 _COLUMNS = {
     "name": "name",
@@ -81,9 +76,7 @@ def read_records(path: Path) -> list[Record]:
     data = path.read_bytes()
     for bom, encoding in _OTHER_UNICODE.items():
         if data.startswith(bom):
-            raise click.UsageError(
-                f"{printable(path.name)} is {encoding} text: {_convert(path, encoding)}"
-            )
+            raise click.UsageError(f"{path.name} is {encoding} text: {_convert(path, encoding)}")
     data = data.removeprefix(codecs.BOM_UTF8)
     if not data.strip():
         return []
@@ -93,7 +86,7 @@ def read_records(path: Path) -> list[Record]:
 
 def _convert(path: Path, encoding: str) -> str:
     target = f"{path.stem}-utf8{path.suffix}"
-    command = printable(f"iconv -f {encoding} -t UTF-8 {path.name} > {target}")
+    command = f"iconv -f {encoding} -t UTF-8 {path.name} > {target}"
     return f"the importer reads UTF-8 only; convert it first, e.g. {command}"
 
 
@@ -118,7 +111,7 @@ def _json(path: Path, data: bytes) -> list[Record]:
     except UnicodeDecodeError:
         if array:
             raise click.UsageError(
-                f"{printable(path.name)} is not UTF-8 text: {_convert(path, 'LATIN1')}"
+                f"{path.name} is not UTF-8 text: {_convert(path, 'LATIN1')}"
             ) from None
         return list(_json_lines(data))
     start = len(text) - len(text.lstrip())
@@ -148,16 +141,16 @@ def _json_array(path: Path, text: str, start: int) -> list[Record]:
         _, end = decoder.raw_decode(text, start)  # the whole array: read, or refused whole
     except json.JSONDecodeError as exc:
         raise click.UsageError(
-            f"{printable(path.name)} starts a JSON array but is not valid JSON ({exc.msg} at line "
+            f"{path.name} starts a JSON array but is not valid JSON ({exc.msg} at line "
             f"{exc.lineno} column {exc.colno}); nothing was imported"
         ) from None
     except RecursionError:
         raise click.UsageError(
-            f"{printable(path.name)}: JSON nested too deeply; nothing was imported"
+            f"{path.name}: JSON nested too deeply; nothing was imported"
         ) from None
     if text[end:].strip():
         raise click.UsageError(
-            f"{printable(path.name)}: something follows the JSON array; nothing was imported"
+            f"{path.name}: something follows the JSON array; nothing was imported"
         )
     records = []
     position = _skip_space(text, start + 1)
@@ -198,22 +191,18 @@ def _json_lines(data: bytes) -> Iterator[Record]:
 
 def _columns(name: str, header: list[str], first_line: str) -> list[str]:
     """The NewPet member of each column of ``header`` (``first_line`` as written, for
-    the messages, and ``name`` the file's, shown as it may be). Raises
-    click.UsageError when it is not the header."""
+    the messages). Raises click.UsageError when it is not the header."""
     cells = [cell.strip() for cell in header]
     members = [_COLUMNS.get(cell.lower(), "") for cell in cells]
-    shown = printable(first_line, limit=FIRST_LINE_SHOWN)
     if not {"name", "categoryId"} & set(members):
         raise click.UsageError(
-            f"{name} has no header: its first line must be {HEADER} (it is '{shown}')"
+            f"{name} has no header: its first line must be {HEADER} (it is {first_line!r})"
         )
     for cell, member in zip(cells, members, strict=True):
         if not member or members.count(member) > 1:
-            raise click.UsageError(
-                f"{name}: header column '{printable(cell)}' is unknown or repeated"
-            )
+            raise click.UsageError(f"{name}: header column {cell!r} is unknown or repeated")
     if not {"name", "categoryId"} <= set(members):
-        raise click.UsageError(f"{name}: the header '{shown}' lacks a column of {HEADER}")
+        raise click.UsageError(f"{name}: the header {first_line!r} lacks a column of {HEADER}")
     return members
 
 
@@ -224,8 +213,8 @@ def _csv_rows(path: Path, data: bytes) -> list[Record]:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise click.UsageError(
-            f"{printable(path.name)} is not UTF-8 text (line {line} holds byte "
-            f"0x{data[exc.start]:02x}): " + _convert(path, "LATIN1")
+            f"{path.name} is not UTF-8 text (line {line} holds byte 0x{data[exc.start]:02x}): "
+            + _convert(path, "LATIN1")
         ) from None
     first_line = text.lstrip("\r\n").splitlines()[0]
     try:
@@ -234,7 +223,7 @@ def _csv_rows(path: Path, data: bytes) -> list[Record]:
         dialect = csv.excel
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter)
     header = next((row for row in reader if any(cell.strip() for cell in row)), [])
-    columns = _columns(printable(path.name), header, first_line)
+    columns = _columns(path.name, header, first_line)
     records = []
     end = reader.line_num  # the line a row ends on (a quoted cell may span lines)
     try:
@@ -256,7 +245,5 @@ def _csv_rows(path: Path, data: bytes) -> list[Record]:
                     body[member] = cell if member == "name" else cell.strip()
             records.append(Record(first, msgspec.json.encode(body)))
     except csv.Error as exc:
-        raise click.UsageError(
-            f"{printable(path.name)} is not CSV this importer can read: {exc}"
-        ) from None
+        raise click.UsageError(f"{path.name} is not CSV this importer can read: {exc}") from None
     return records

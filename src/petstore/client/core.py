@@ -21,6 +21,7 @@ import httpx
 import msgspec
 
 from petstore import __version__
+from petstore.client import urls
 from petstore.client.errors import (
     SunsetWarning,
     TransportError,
@@ -73,12 +74,9 @@ class ClientBase(Generic[_Transport]):
     space (a pasted key, a file's line end) is dropped. ``last_quota`` is the
     rate-limit :class:`~petstore.client.quota.Quota` of the last response that stated
     one (D15), for a caller that paces itself. Raises ValueError when the base URL or
-    the key is neither given nor in the environment, the URL is not ``http(s)://``
-    or holds a user name or password (``user:password@``: httpx would send them as
-    Basic credentials in place of the key, and log them), the key holds a space or a
-    control character (never shown), or the base URL is the pets collection (ends in
-    ``/v1/pets``) rather than the base; httpx.InvalidURL when httpx cannot parse it.
-    A message shows a URL without its user-info (:func:`petstore.text.printable_url`).
+    the key is neither given nor in the environment, the URL is not a base URL
+    (:func:`petstore.client.urls.base_url`), or the key holds a space or a control
+    character (never shown).
     """
 
     def __init__(
@@ -97,17 +95,7 @@ class ClientBase(Generic[_Transport]):
         key = (api_key or os.environ.get(ENV_API_KEY) or "").strip()
         if not url:
             raise ValueError(f"no base URL: pass base_url= or set {ENV_URL} (it ends in /v1)")
-        if not url.lower().startswith(("http://", "https://")):
-            raise ValueError(
-                f"{printable_url(url)} is not an http:// or https:// URL; "
-                "e.g. http://127.0.0.1:8000/v1"
-            )
-        if httpx.URL(url).userinfo:
-            raise ValueError(
-                f"{printable_url(url)} holds a user name or password (shown as ***), which "
-                "the service does not take: its one credential is the API key. Remove the "
-                "part before the @"
-            )
+        self.base_url = urls.base_url(url)
         if not key:
             raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
         if not all("!" <= c <= "~" for c in key):
@@ -119,12 +107,6 @@ class ClientBase(Generic[_Transport]):
         self.last_quota: Quota | None = None
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
-        self.base_url = url.rstrip("/")
-        if self.base_url.endswith("/v1/pets"):
-            raise ValueError(
-                f"{printable_url(url)} is the pets collection; pass the base URL ending "
-                f"in /v1 ({printable_url(self.base_url.removesuffix('/pets'))})"
-            )
         self.max_retries, self.backoff, self.max_sleep = max_retries, backoff, max_sleep
         headers = {
             "Authorization": f"Bearer {key}",
