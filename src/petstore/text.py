@@ -1,7 +1,10 @@
-"""Characters that never reach a terminal or a log line as themselves, and how they
-are written instead: read by D2's name rule (:mod:`petstore.schemas`), the log
-format (``petstore.server.telemetry.escapes``) and the command's tables
-(:mod:`petstore.cli.tables`), so that the three agree on what hides or reorders text.
+"""What never reaches a terminal or a log line as itself, and how it is written
+instead: characters that hide or reorder text, read by D2's name rule
+(:mod:`petstore.schemas`), the log format (``petstore.server.telemetry.escapes``),
+the service's messages and everything the ``petstore`` command prints
+(:func:`printable`), so that they agree on what hides or reorders text; and the
+user name and password a URL may carry (:func:`printable_url`), for every message
+of the client and the command that names a URL.
 
 Each set is the body of a regular expression's character class.
 """
@@ -67,3 +70,20 @@ def printable(text: str, *, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[:limit] + ELLIPSIS
     return escape(_UNPRINTABLE, text, _PRINTABLE_ESCAPES)
+
+
+#: A URL's user-info (RFC 3986 section 3.2.1: ``user:password@`` between ``//`` and
+#: the host), or the same before the host of a URL written without its scheme: up to
+#: the last ``@`` before the path, the query or the fragment, as URL parsers take it
+#: (a password with an unescaped ``@`` is hidden whole).
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)?[^/?#]*@")
+#: What stands for a user-info removed.
+HIDDEN_USERINFO = "***@"
+
+
+def printable_url(url: str) -> str:
+    """``url`` as it may be shown in a message or a log line: its user-info, if any,
+    replaced by :data:`HIDDEN_USERINFO` (``http://***@db1:8000/v1``), so that no
+    password given in a URL is ever printed back, then :func:`printable`. Never
+    raises, whatever ``url`` holds."""
+    return printable(_USERINFO.sub(lambda match: (match[1] or "") + HIDDEN_USERINFO, url, 1))

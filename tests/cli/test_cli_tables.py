@@ -149,3 +149,16 @@ def test_a_table_escapes_controls_and_bidi_controls_and_keeps_emoji_joiners() ->
     family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
     rows = [("ID", "NAME"), ("1", "Rex\u202egnp.exe"), ("2", f"{family}\t\x85\u2066")]
     assert table(rows) == ["ID  NAME", "1   Rex\\u202egnp.exe", f"2   {family}\\t\\x85\\u2066"]
+
+
+def test_a_table_and_keys_create_show_invisible_characters_escaped(tmp_path: Path) -> None:
+    """A name padded with characters drawn as nothing (a zero width space, the Hangul
+    filler, the Braille blank) reads as another on a terminal; an emoji's variation
+    selector is kept."""
+    name = "admin\u200b\u3164\u2800"
+    rows = [("ID", "NAME"), ("1", name), ("2", "\u2764\ufe0f")]
+    assert table(rows) == ["ID  NAME", "1   admin\\u200b\\u3164\\u2800", "2   \u2764\ufe0f"]
+    runner = CliRunner(env={"PETSTORE_DATABASE_URL": f"sqlite:///{tmp_path / 'keys.db'}"})
+    made = runner.invoke(main, ["keys", "create", "--name", name])
+    assert made.exit_code == 0, made.output
+    assert "(admin\\u200b\\u3164\\u2800, prefix" in made.stderr

@@ -8,6 +8,7 @@ replaced. The sunset (410) runs the real app in-process with its clock after 203
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from petstore.client.errors import (
     ServerError,
     ServiceNotFoundError,
     TransportError,
+    service_not_found,
 )
 from petstore.schemas import Pet, PetStatus
 from petstore.server.app import create_app
@@ -518,3 +520,40 @@ def test_async_create_pet_json(base_url: str, live_server: LiveServer) -> None:
             return await client.create_pet_json(b'{"name":"Async-json","categoryId":3}')
 
     assert asyncio.run(scenario()).category_id == 3
+
+
+PASSWORD = "hunter2"
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (
+            f"http://user:{PASSWORD}@127.0.0.1:1/v1",
+            "http://***@127.0.0.1:1/v1 holds a user name or password (shown as ***), which "
+            "the service does not take",
+        ),
+        (f"https://{PASSWORD}@db1/v1", "https://***@db1/v1 holds a user name or password"),
+        (f"https://u:{PASSWORD}@db1/v1/pets", "https://***@db1/v1/pets holds a user name"),
+        (f"ftp://user:{PASSWORD}@db1/v1", "ftp://***@db1/v1 is not an http:// or https:// URL"),
+    ],
+)
+def test_a_base_url_with_a_password_is_value_error_not_showing_it(url: str, says: str) -> None:
+    """issue 60, P6: the password of ``http://user:hunter2@host/v1`` was printed back
+    (and httpx sent it as Basic credentials in place of the key, and logged it)."""
+    for client in (Client, AsyncClient):
+        with pytest.raises(ValueError, match=re.escape(says)) as caught:
+            client(url, api_key="k")
+        assert PASSWORD not in str(caught.value)
+
+
+def test_service_not_found_names_the_urls_without_a_password() -> None:
+    url = f"http://user:{PASSWORD}@other.invalid/v1"
+    request = httpx.Request("GET", f"{url}/pets")
+    error = service_not_found(url, httpx.Response(404, html="<h1>x</h1>", request=request))
+    assert error is not None
+    assert error.message.startswith(
+        "no Petstore service at http://***@other.invalid/v1 (GET "
+        "http://***@other.invalid/v1/pets answered 404: Not Found)"
+    )
+    assert PASSWORD not in str(error)

@@ -3,7 +3,10 @@ API key from the command line, a file or the environment, the client made of the
 and the exit code of each error family (the table in :mod:`petstore.cli.pets`).
 
 An API key is read with its surrounding white space dropped (a pasted key, a file's
-line end, a CR), and no message printed here ever contains it (D13).
+line end, a CR), and no message printed here ever contains it (D13). What the service
+answered, a file name and anything else from outside is shown through
+:func:`petstore.text.printable`: its escapes can neither colour the terminal, set
+its title, nor hide or reorder text.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from petstore.client.errors import (
     ServiceNotFoundError,
     TransportError,
 )
+from petstore.text import printable
 
 T = TypeVar("T")
 
@@ -50,11 +54,12 @@ _META = "petstore.cli.pets."
 
 
 def fail(error: PetstoreClientError) -> click.exceptions.Exit:
-    """Report ``error`` on stderr; the Exit to raise, with the code for its family."""
+    """Report ``error`` on stderr, its code and message (the service's words)
+    escaped; the Exit to raise, with the code for its family."""
     if isinstance(error, ServiceNotFoundError):
-        click.echo(f"Error: {error.message}", err=True)
+        click.echo(f"Error: {printable(error.message)}", err=True)
     else:
-        click.echo(f"Error: {error.code}: {error.message}", err=True)
+        click.echo(f"Error: {printable(error.code)}: {printable(error.message)}", err=True)
     code = next((code for cls, code in EXIT_CODES if isinstance(error, cls)), 1)
     return click.exceptions.Exit(code)
 
@@ -111,18 +116,19 @@ def _key(ctx: click.Context) -> str:
             lines = Path(name).read_text(encoding="utf-8").strip().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise click.UsageError(f"cannot read the API key from {name}: {reason}") from None
+            shown = printable(name)
+            raise click.UsageError(f"cannot read the API key from {shown}: {reason}") from None
         if not lines:
-            raise click.UsageError(f"{name} is empty: it should hold the API key")
+            raise click.UsageError(f"{printable(name)} is empty: it should hold the API key")
         return lines[0].strip()
     return str(ctx.meta.get(f"{_META}api_key") or os.environ.get(ENV_API_KEY) or "").strip()
 
 
 def client(ctx: click.Context) -> Client:
     """The client for the URL and key of the command line, else of the environment.
-    Raises click.UsageError
-    (exit 2) when one is missing, the URL is not an http(s) base URL, or the key
-    holds white space inside."""
+    Raises click.UsageError (exit 2) when one is missing, the URL is not an http(s)
+    base URL (:func:`petstore.client.urls.base_url`: never shown with its user name
+    and password), or the key holds white space inside."""
     url = str(ctx.meta.get(f"{_META}url") or os.environ.get(ENV_URL) or "").strip()
     key = _key(ctx)
     if not url:
@@ -132,4 +138,4 @@ def client(ctx: click.Context) -> Client:
     try:
         return Client(url, api_key=key)
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(printable(str(exc))) from None

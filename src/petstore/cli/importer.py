@@ -30,6 +30,7 @@ from petstore.client.errors import (
     PetstoreClientError,
     RateLimitedError,
 )
+from petstore.text import printable
 
 _REFUSED = (BadRequestError, ConflictError, PayloadError)  # a record, not the service
 _AGAIN = "with the same API key within 24 hours"
@@ -57,7 +58,7 @@ def _send(petstore: Client, record: Record, bar: Any, label: str) -> None:
     while True:
         quota = petstore.last_quota
         if quota is not None and (wait := quota.wait()) > 0:
-            _wait(bar, wait, label, f"the rate limit ({quota.describe()} for this key)")
+            _wait(bar, wait, label, f"the rate limit ({printable(quota.describe())} for this key)")
         try:
             petstore.create_pet_json(record.document, idempotency_key=record.idempotency_key)
             return
@@ -79,14 +80,22 @@ def pets_import(ctx: click.Context, file: Path) -> None:
     the key's rate limit requires (a key with its own, higher limit imports faster:
     petstore keys create --rate-limit 6000/minute). Running it again with the same
     API key within 24 hours adds nothing twice, so an interrupted import resumes.
+
+    The service's reasons, the file's name and what a message quotes of the file are
+    shown escaped (:func:`petstore.text.printable`): a hostile file or service cannot
+    reach the terminal through them.
     """
-    records = read_records(file)
+    try:
+        records = read_records(file)
+    except click.UsageError as exc:  # it names the file, and may quote its first line
+        raise click.UsageError(printable(exc.message)) from None
+    name = printable(file.name)
     if not records:
-        click.echo(f"{file.name} holds no records: nothing to import.")
+        click.echo(f"{name} holds no records: nothing to import.")
         return
     stored, refused, done = 0, [], 0
     error: PetstoreClientError | None = None
-    label = f"Importing {file.name}"
+    label = f"Importing {name}"
     bar_options: dict[str, Any] = {"label": label, "file": sys.stderr, "show_eta": True}
     with client(ctx) as petstore, click.progressbar(length=len(records), **bar_options) as bar:
         try:
@@ -108,21 +117,21 @@ def pets_import(ctx: click.Context, file: Path) -> None:
             bar.render_finish()
             where = f"line {records[done].line}" if done < len(records) else "the end"
             click.echo(
-                f"\nInterrupted at {where} of {file.name}: {_animals(stored)} stored before "
+                f"\nInterrupted at {where} of {name}: {_animals(stored)} stored before "
                 f"it. Run the same import again ({_AGAIN}) to resume: what is already "
                 f"stored is not added twice.",
                 err=True,
             )
             raise click.exceptions.Exit(130) from None
     for reason in refused:
-        click.echo(reason, err=True)
+        click.echo(printable(reason), err=True)
     click.echo(
-        f"{_animals(stored)} stored, {len(refused)} refused. Importing {file.name} again "
+        f"{_animals(stored)} stored, {len(refused)} refused. Importing {name} again "
         f"{_AGAIN} adds none of them twice."
     )
     if error is not None:
         line = records[done].line
-        click.echo(f"Stopped at line {line}; the rest of {file.name} was not sent.", err=True)
+        click.echo(f"Stopped at line {line}; the rest of {name} was not sent.", err=True)
         raise fail(error)
     if refused:
         ctx.exit(5)

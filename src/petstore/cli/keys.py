@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 import click
 
 from petstore.cli.store import settings_or_usage_error, with_store
-from petstore.cli.tables import escape, fit_width, table, wide_option
+from petstore.cli.tables import fit_width, table, wide_option
 from petstore.server.config import check_rate_limit
 from petstore.server.rules import keys
 from petstore.server.store import ApiKey, Store
+from petstore.text import printable
 
 
 class Timestamp(click.ParamType[datetime]):
@@ -32,8 +33,8 @@ class Timestamp(click.ParamType[datetime]):
             moment = datetime.fromisoformat(str(value).strip())
         except ValueError:
             self.fail(
-                f"{value!r} is not an ISO 8601 date and time, e.g. 2031-01-01T00:00:00Z "
-                "or 2031-01-01",
+                f"'{printable(str(value))}' is not an ISO 8601 date and time, e.g. "
+                "2031-01-01T00:00:00Z or 2031-01-01",
                 param,
                 ctx,
             )
@@ -46,7 +47,7 @@ def _rate_limit(ctx: click.Context, param: click.Parameter, value: str | None) -
     try:
         return check_rate_limit(value)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+        raise click.BadParameter(printable(str(exc)), ctx=ctx, param=param) from None
 
 
 @click.group("keys")
@@ -106,9 +107,9 @@ def keys_create(
     try:
         record, key = with_store(settings_or_usage_error(), create)
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(printable(str(exc))) from None
     click.echo(
-        f"Created API key {record.id} ({escape(record.name)}, prefix {record.prefix}, "
+        f"Created API key {record.id} ({printable(record.name)}, prefix {record.prefix}, "
         f"scopes {' '.join(record.scopes)}, rate limit {record.rate_limit or 'default'}).",
         err=True,
     )

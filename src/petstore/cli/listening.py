@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from petstore.server.config import DEFAULT_CURSOR_SECRET, Environment, Settings
+from petstore.text import printable
 
 #: D17 on HTTP/2: the largest header list a request may send, in bytes as HTTP/2
 #: counts them (RFC 9113, section 6.5.2: each field's name and value plus 32); a
@@ -95,7 +96,7 @@ def check_exposure(settings: Settings, *, dev_key: bool) -> None:
         exposures.append("/metrics answers anyone (PETSTORE_METRICS_ENABLED=false turns it off)")
     if not exposures:
         return
-    where, exposed = f"{settings.host}:{settings.port}", "; ".join(exposures)
+    where, exposed = f"{printable(settings.host)}:{settings.port}", "; ".join(exposures)
     if "environment" not in settings.model_fields_set:
         raise click.UsageError(
             f"refusing to serve development settings on {where}, which is reachable "

@@ -31,6 +31,7 @@ from petstore.server.config import (
 from petstore.server.rules import keys
 from petstore.server.store import Store, migrate
 from petstore.server.telemetry import logs
+from petstore.text import printable
 
 
 @click.group()
@@ -53,13 +54,13 @@ def refuse_a_taken_address(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise click.UsageError(f"cannot listen on {host}: {exc.strerror}") from None
+        raise click.UsageError(f"cannot listen on {printable(host)}: {exc.strerror}") from None
     family, kind, proto, _, address = infos[0]
     deadline = time.monotonic() + _TAKEN_GRACE_SECONDS
     while not _can_bind(family, kind, proto, address, host=host, port=port):
         if time.monotonic() >= deadline:
             raise click.ClickException(
-                f"{host}:{port} is already in use by another process (another petstore "
+                f"{printable(host)}:{port} is already in use by another process (another petstore "
                 f"serve?); stop it, or choose another port with --port (or PETSTORE_PORT)"
             )
         time.sleep(0.05)
@@ -88,7 +89,8 @@ def _can_bind(
             probe.bind(address)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
-                raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+                shown = f"{printable(host)}:{port}: {printable(str(exc))}"
+                raise click.ClickException(f"cannot listen on {shown}") from None
             return False
     return True
 

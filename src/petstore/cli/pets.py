@@ -9,8 +9,9 @@ before or after the subcommand (after wins), or else ``PETSTORE_URL`` /
 0     success
 1     any other error answer of the service
 2     bad usage or configuration (click): no URL or key, a URL that is not
-      http(s) or names the pets collection instead of the base, a file that
-      cannot be imported as a whole (a CSV file without its header, not UTF-8)
+      http(s), holds a user name or password, or names the pets collection
+      instead of the base, a file that cannot be imported as a whole (a CSV
+      file without its header, not UTF-8)
 3     the API key was refused (401)
 4     no such animal (404) or the operation is gone (410)
 5     the request was refused as invalid (400, 409, 413, 415, 422); for
@@ -25,6 +26,7 @@ before or after the subcommand (after wins), or else ``PETSTORE_URL`` /
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import click
@@ -35,16 +37,20 @@ from petstore.cli.importer import pets_import
 from petstore.cli.tables import fit_width, table, wide_option
 from petstore.client import SunsetWarning
 from petstore.schemas import LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN, Pet, PetStatus
+from petstore.text import printable
 
 _STATUS = click.Choice([status.value for status in PetStatus])
 
 
 def _show(pets: list[Pet], *, as_json: bool, wide: bool = False) -> None:
     """``pets`` as JSON lines, or as a table whose names are shortened to fit a
-    terminal (never to a pipe, nor with ``wide``)."""
+    terminal (never to a pipe, nor with ``wide``). The JSON is ASCII: each control and
+    each character beyond ASCII is a JSON escape (``\\u001b``, ``\\u202e``), as in
+    ``keys list --json``, so a name's escapes never reach the terminal and a script
+    reads the same value."""
     if as_json:
         for pet in pets:
-            click.echo(msgspec.json.encode(pet))
+            click.echo(json.dumps(msgspec.to_builtins(pet), separators=(",", ":")))
         return
     rows = [("ID", "NAME", "CATEGORY", "STATUS")]
     rows += [(str(p.id), p.name, str(p.category_id), p.status.value) for p in pets]
@@ -125,7 +131,7 @@ def pets_get(ctx: click.Context, pet_id: int, as_json: bool, wide: bool) -> None
         if isinstance(warning.message, SunsetWarning):
             click.echo(
                 f"Note: pets get calls GET /v1/pets/{{petId}}, which is deprecated and will "
-                f"be removed on {warning.message.sunset}; use petstore pets list "
+                f"be removed on {printable(warning.message.sunset)}; use petstore pets list "
                 f"--status STATUS instead.",
                 err=True,
             )

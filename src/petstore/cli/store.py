@@ -17,6 +17,7 @@ from petstore.server import errors
 from petstore.server.config import Settings, SettingsError, UnsupportedDatabaseError, load_settings
 from petstore.server.store import SchemaOutOfDateError, Store, open_store
 from petstore.server.store.migrate import UnreachableDatabaseError, upgrade
+from petstore.text import printable
 
 T = TypeVar("T")
 
@@ -58,8 +59,8 @@ def with_store(
         UnsupportedDatabaseError,
         UnreachableDatabaseError,
         errors.PetstoreError,
-    ) as exc:
-        raise click.ClickException(str(exc)) from None
+    ) as exc:  # a database server's words among them
+        raise click.ClickException(printable(str(exc))) from None
 
 
 def upgrade_apart(url: str) -> None:

@@ -1,8 +1,9 @@
 """Plain-text tables for the terminal, aligned by display width: an emoji or a CJK
-character takes two columns (``wcwidth``), a combining mark none. A cell's control
-and bidi control characters are shown escaped (:func:`escape`): a value a client
-stored (a key's name, an animal's) can neither move the cursor, colour the terminal
-nor break or reorder its row.
+character takes two columns (``wcwidth``), a combining mark none. A cell's control,
+bidi control and invisible characters are shown escaped
+(:func:`petstore.text.printable`, what every message of the command is shown
+through): a value a client stored (a key's name, an animal's) can neither move the
+cursor, colour the terminal, hide in its row nor break or reorder it.
 
 A table is fitted to the terminal's width only when it is written to one; to a pipe
 or a file every value is written whole, so a script can find a row by any cell
@@ -12,7 +13,6 @@ on a terminal too (:func:`wide_option`, :func:`fit_width`).
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -21,23 +21,11 @@ from typing import TypeVar
 import click
 from wcwidth import wcswidth
 
-from petstore import text as characters
+from petstore.text import ELLIPSIS, printable
 
 F = TypeVar("F", bound=Callable[..., object])
 #: A shortened cell keeps at least this many columns, its ellipsis included.
 MIN_COLUMNS = 8
-ELLIPSIS = "…"
-#: Control characters (C0, DEL, C1: ESC, CSI), the line and paragraph separators and
-#: the bidi controls: never written to a terminal as themselves. The joiners of emoji
-#: sequences (U+200D) are not among them.
-_UNSHOWN = re.compile(f"[{characters.CONTROLS}\u2028\u2029{characters.BIDI_CONTROLS}]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def escape(cell: str) -> str:
-    """``cell`` with each control, line separator and bidi control character written
-    as a Python escape (``\\n``, ``\\x1b``, ``\\u202e``); anything else as it is."""
-    return characters.escape(_UNSHOWN, cell, _ESCAPES)
 
 
 def width(text: str) -> int:
@@ -82,13 +70,13 @@ def table(
     rows: Sequence[Sequence[str]], *, fit: int | None = None, shrink: Sequence[int] = ()
 ) -> list[str]:
     """The lines of ``rows`` (the first is the header) in columns two spaces apart,
-    each cell escaped (:func:`escape`) and padded to its column's widest display
+    each cell escaped (:func:`petstore.text.printable`) and padded to its column's widest display
     width; no trailing spaces.
 
     With ``fit`` (a terminal's width), the columns numbered in ``shrink`` are cut
     with an ellipsis, the widest first, until a line fits or each is down to
     :data:`MIN_COLUMNS`; header cells are never cut. Without it, nothing is cut."""
-    rows = [rows[0], *([escape(cell) for cell in row] for row in rows[1:])]
+    rows = [rows[0], *([printable(cell) for cell in row] for row in rows[1:])]
     widths = [max(width(row[i]) for row in rows) for i in range(len(rows[0]))]
     if fit is not None:
         floor = {i: max(MIN_COLUMNS, width(rows[0][i])) for i in shrink}

@@ -21,6 +21,7 @@ import httpx
 import msgspec
 
 from petstore import __version__
+from petstore.client import urls
 from petstore.client.errors import (
     SunsetWarning,
     TransportError,
@@ -31,6 +32,7 @@ from petstore.client.errors import (
 from petstore.client.quota import Quota, quota_of
 from petstore.client.retries import Retries
 from petstore.schemas import Pet, PetStatus
+from petstore.text import printable_url
 
 ENV_URL = "PETSTORE_URL"
 ENV_API_KEY = "PETSTORE_API_KEY"
@@ -77,10 +79,9 @@ class ClientBase(Generic[_Transport]):
     ``max_sleep`` (seconds) shape the waits. Each attempt may take ``timeout`` on top
     of it: a call that keeps failing ends within about ``retry_for`` plus one
     ``timeout``. Raises ValueError when the base URL or the key is neither given nor
-    in the environment, the URL is not ``http(s)://``, the key holds a space or a
-    control character (never shown), the base URL is the pets collection (ends in
-    ``/v1/pets``) rather than the base, or ``retry_for`` (or its variable) or
-    ``max_retries`` is not a number of 0 or more.
+    in the environment, the URL is not a base URL (:func:`petstore.client.urls.base_url`),
+    the key holds a space or a control character (never shown), or ``retry_for`` (or
+    its variable) or ``max_retries`` is not a number of 0 or more.
     """
 
     def __init__(
@@ -100,10 +101,7 @@ class ClientBase(Generic[_Transport]):
         key = (api_key or os.environ.get(ENV_API_KEY) or "").strip()
         if not url:
             raise ValueError(f"no base URL: pass base_url= or set {ENV_URL} (it ends in /v1)")
-        if not url.lower().startswith(("http://", "https://")):
-            raise ValueError(
-                f"{url} is not an http:// or https:// URL; e.g. http://127.0.0.1:8000/v1"
-            )
+        self.base_url = urls.base_url(url)
         if not key:
             raise ValueError(f"no API key: pass api_key= or set {ENV_API_KEY}")
         if not all("!" <= c <= "~" for c in key):
@@ -116,12 +114,6 @@ class ClientBase(Generic[_Transport]):
         self.retries = Retries.configured(
             retry_for, max_retries=max_retries, backoff=backoff, max_sleep=max_sleep
         )
-        self.base_url = url.rstrip("/")
-        if self.base_url.endswith("/v1/pets"):
-            raise ValueError(
-                f"{url} is the pets collection; pass the base URL ending in /v1 "
-                f"({self.base_url.removesuffix('/pets')})"
-            )
         headers = {
             "Authorization": f"Bearer {key}",
             "Accept": "application/json",
@@ -139,7 +131,7 @@ class ClientBase(Generic[_Transport]):
         raise NotImplementedError
 
     def __repr__(self) -> str:  # never the key
-        return f"{type(self).__name__}(base_url={self.base_url!r})"
+        return f"{type(self).__name__}(base_url={printable_url(self.base_url)!r})"
 
     def _next(
         self, attempt: int, outcome: httpx.Response | httpx.TransportError, *, elapsed: float
@@ -159,7 +151,7 @@ class ClientBase(Generic[_Transport]):
             return outcome
         detail = str(outcome).replace(self._key, "<API key>")  # httpx may quote a header
         raise TransportError(
-            f"no response from {self.base_url} after {attempt + 1} attempt(s) in "
+            f"no response from {printable_url(self.base_url)} after {attempt + 1} attempt(s) in "
             f"{elapsed:.1f} s: {type(outcome).__name__}: {detail}",
             code="transport_error",
         ) from outcome

@@ -29,6 +29,7 @@ import httpx
 import msgspec
 
 from petstore.schemas import Error
+from petstore.text import printable, printable_url
 
 
 class PetstoreClientError(Exception):
@@ -201,8 +202,9 @@ def service_not_found(base_url: str, response: httpx.Response) -> ServiceNotFoun
     if petstore and not collection and not detail.startswith("no such path"):
         return None
     return ServiceNotFoundError(
-        f"no Petstore service at {base_url} ({request.method} {request.url} answered "
-        f"404: {detail}); a Petstore base URL ends in /v1, e.g. http://127.0.0.1:8000/v1",
+        f"no Petstore service at {printable_url(base_url)} ({request.method} "
+        f"{printable_url(str(request.url))} answered 404: {printable(detail)}); a Petstore "
+        "base URL ends in /v1, e.g. http://127.0.0.1:8000/v1",
         code=code,
         status=404,
         request_id=response.headers.get("x-request-id"),
