@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 
 from petstore.cli.main import main
 from petstore.text import BIDI_CONTROLS, CONTROLS, INVISIBLE
-from tests.cli import client_runner, import_file
+from tests.cli import NO_REPEATS, client_runner, import_file
 from tests.servers import LiveServer
 
 #: What a hostile service (or file) sends: a colour, a window title ended by BEL, a
@@ -90,7 +90,9 @@ def run(hostile: Hostile, tmp_path: Path, command: str, answer: Answer) -> Resul
     """``petstore pets COMMAND`` against ``hostile`` answering ``answer``; an import
     reads one record from a file whose name is hostile too."""
     hostile.answer = lambda method, path: answer
-    runner = CliRunner(env={"PETSTORE_URL": hostile.url, "PETSTORE_API_KEY": "petstore_k"})
+    runner = CliRunner(
+        env={"PETSTORE_URL": hostile.url, "PETSTORE_API_KEY": "petstore_k", **NO_REPEATS}
+    )
     if command == "import":
         return import_file(runner, tmp_path / f"{HOSTILE[:20]}.jsonl", '{"name":"x"}\n')
     arguments = {
@@ -164,7 +166,9 @@ def test_json_output_escapes_what_a_terminal_would_act_on_and_reads_back_the_sam
 
 
 def test_a_csv_header_and_a_file_name_are_shown_escaped(tmp_path: Path) -> None:
-    runner = CliRunner(env={"PETSTORE_URL": "http://127.0.0.1:9/v1", "PETSTORE_API_KEY": "k"})
+    runner = CliRunner(
+        env={"PETSTORE_URL": "http://127.0.0.1:9/v1", "PETSTORE_API_KEY": "k", **NO_REPEATS}
+    )
     result = import_file(runner, tmp_path / f"{HOSTILE[:20]}.csv", f"{HOSTILE}\nRex,1\n")
     assert result.exit_code == 2
     assert_shown_escaped(result)
