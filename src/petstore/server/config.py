@@ -1,11 +1,14 @@
 """Settings: every ``PETSTORE_*`` environment variable, validated once at start.
 
 ``Settings()`` reads the environment; ``load_settings()`` turns a validation failure
-into one :class:`SettingsError` naming each bad variable, for ``petstore serve``.
+into one :class:`SettingsError` naming each bad variable, for every ``petstore``
+command that reads them and for each worker. Neither message ever holds a value as
+given (pydantic's ``input_value`` is hidden): a value may be a secret.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -29,12 +33,11 @@ from pydantic_settings import (
 )
 
 from petstore.server import secret_files
+from petstore.server.connection_urls import check_database_url, check_redis_url
 from petstore.server.notations import UnsupportedDatabaseError as UnsupportedDatabaseError
 from petstore.server.notations import (
-    check_database_url,
     check_failure_limit,
     check_not_one_repeated_character,
-    check_redis_url,
     host_names,
 )
 from petstore.server.notations import check_rate_limit as check_rate_limit
@@ -47,6 +50,11 @@ DEFAULT_CURSOR_SECRET = "petstore-development-cursor-secret-not-for-production" 
 
 #: Where the embedded SQLite database lives by default, relative to the working directory.
 DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
+
+#: D19: the public URLs a deployment has until its operator sets its own: placeholders,
+#: refused in the environment whose links they would carry (http/links.py).
+PLACEHOLDER_BASE_URL = "https://petstore.example.com/v1"
+PLACEHOLDER_STAGING_BASE_URL = "https://staging.petstore.example.com/v1"
 
 #: D14: the Deprecation date of ``getPet``, 2026-01-01T00:00:00Z.
 DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -71,13 +79,19 @@ class Settings(BaseSettings):
     file's surrounding whitespace, such as the newline ``echo`` writes, is dropped).
     A variable wins over a file.
 
-    Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist or through which others could choose a setting (``secret_files``),
-    on a drain not shorter than the shutdown timeout, on a cursor secret of one repeated
-    character, and on a default or short cursor secret outside development.
+    Raises ``pydantic.ValidationError`` (its text without the values given) on a bad
+    value, a database or Redis URL that would fail when connecting
+    (:mod:`.connection_urls`), on a secrets directory that does not exist, holds a
+    setting's file that cannot be read, or through which others could choose a setting
+    (:mod:`.secret_files`), on a drain not shorter than the shutdown timeout, on a
+    cursor secret of one repeated character, on a default or short cursor secret
+    outside development, and on the placeholder public URL in the environment whose
+    links use it (production: ``base_url``; staging: ``staging_base_url``).
     """
 
-    model_config = SettingsConfigDict(env_prefix="PETSTORE_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="PETSTORE_", frozen=True, extra="ignore", hide_input_in_errors=True
+    )
 
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
@@ -89,9 +103,11 @@ class Settings(BaseSettings):
     #: Apply pending migrations when ``serve`` starts. Always done for SQLite; on
     #: PostgreSQL off by default, so a rolling deploy migrates once, on purpose.
     migrate_on_start: bool = False
-    #: D19: the production and staging base URLs, both ending in ``/v1``.
-    base_url: AnyHttpUrl = AnyHttpUrl("https://petstore.example.com/v1")
-    staging_base_url: AnyHttpUrl = AnyHttpUrl("https://staging.petstore.example.com/v1")
+    #: D19: the production and staging base URLs, both ending in ``/v1``: the base of
+    #: every absolute link in that environment (http/links.py), listed in the OpenAPI
+    #: ``servers``. Their defaults are placeholders, refused where they would be used.
+    base_url: AnyHttpUrl = AnyHttpUrl(PLACEHOLDER_BASE_URL)
+    staging_base_url: AnyHttpUrl = AnyHttpUrl(PLACEHOLDER_STAGING_BASE_URL)
     #: D9: HMAC key for signed cursors; shared by every instance of one deployment.
     cursor_secret: Annotated[SecretStr, AfterValidator(check_not_one_repeated_character)] = (
         SecretStr(DEFAULT_CURSOR_SECRET)
@@ -218,14 +234,31 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _safe_outside_development(self) -> Self:
+        """Outside development: a private cursor secret, and the environment's own
+        public URL (http/links.py), not a placeholder. Raises ValueError with one line
+        per problem, each naming its variable."""
         if self.environment is Environment.DEVELOPMENT:
             return self
+        problems = []
         secret = self.cursor_secret.get_secret_value()
         if secret == DEFAULT_CURSOR_SECRET or len(secret) < 32:
-            raise ValueError(
+            problems.append(
                 f"PETSTORE_CURSOR_SECRET must be set to a private value of at least 32 "
                 f"characters in {self.environment.value} (the default is public)"
             )
+        if self.environment is Environment.PRODUCTION:
+            variable, url, placeholder = "PETSTORE_BASE_URL", self.base_url, PLACEHOLDER_BASE_URL
+        else:
+            variable, url = "PETSTORE_STAGING_BASE_URL", self.staging_base_url
+            placeholder = PLACEHOLDER_STAGING_BASE_URL
+        if str(url).rstrip("/") == placeholder:
+            problems.append(
+                f"{variable} must be set to this deployment's public URL (ending in /v1) in "
+                f"{self.environment.value}: every Link header's URL starts with it, and "
+                f"the default {placeholder} is a placeholder"
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @property
@@ -237,14 +270,39 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Read the environment (plus ``overrides``) into Settings.
 
-    Raises SettingsError with one line per invalid variable.
+    Raises SettingsError with one line per problem, each naming its variable
+    (``PETSTORE_PORT: Input should be ...``), never a value as given.
     """
+    # A value that is not UTF-8 comes as a str with lone surrogates, which pydantic
+    # cannot even hold (UnicodeEncodeError): refused here, by name.
+    undecodable = [
+        f"PETSTORE_{field.upper()}: is not UTF-8 text"
+        for field in Settings.model_fields
+        for name, value in os.environ.items()
+        if name.upper() == f"PETSTORE_{field.upper()}" and not _is_text(value)
+    ]
+    if undecodable:
+        raise SettingsError("\n".join(undecodable))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = []
-        for error in exc.errors():
-            field = "_".join(str(part) for part in error["loc"]) or "settings"
-            name = f"PETSTORE_{field.upper()}" if error["loc"] else "settings"
-            lines.append(f"  {name}: {error['msg']}")
-        raise SettingsError("invalid configuration:\n" + "\n".join(lines)) from None
+        raise SettingsError("\n".join(map(_problem, exc.errors()))) from None
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One validation error as ``PETSTORE_<FIELD>: reason`` (a ValueError's own
+    message without pydantic's ``Value error,``); a check of several settings says
+    their names itself."""
+    cause = error.get("ctx", {}).get("error")
+    reason = str(cause) if error["type"] == "value_error" and cause is not None else error["msg"]
+    if not error["loc"]:
+        return reason
+    return f"PETSTORE_{str(error['loc'][0]).upper()}: {reason}"
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,6 +1,6 @@
-"""The notations settings are written in: database URLs (which store serves one),
-rate limits (``600/minute``, D15 and D22), host lists, and the checks of a secret's
-value.
+"""The notations settings are written in: which store a database URL names, rate
+limits (``600/minute``, D15 and D22), host lists, and the checks of a secret's value.
+Whether a URL can be connected with is :mod:`petstore.server.connection_urls`'.
 
 Apart from :mod:`petstore.server.config` because the store (which backend a URL
 names) and the rules (a key's own limit) check the same notations.
@@ -82,22 +82,6 @@ _UNITS = {"s": "second", "sec": "second", "secs": "second", "min": "minute", "mi
 _UNITS |= {"h": "hour", "hr": "hour", "hrs": "hour"}
 _UNITS |= {word: word for word in ("second", "minute", "hour", "day", "month", "year")}
 _UNITS |= {f"{word}s": word for word in ("second", "minute", "hour", "day", "month", "year")}
-
-
-def check_database_url(url: str) -> str:
-    """``url`` when a store serves it (``sqlite:///file`` or PostgreSQL); raises
-    UnsupportedDatabaseError otherwise."""
-    if sqlite_path(url) is None and not is_postgres(url):  # sqlite_path raises its own
-        raise UnsupportedDatabaseError(f"unsupported database URL scheme: {url.split(':', 1)[0]!r}")
-    return url
-
-
-def check_redis_url(url: str | None) -> str | None:
-    """A ``redis://`` or ``rediss://`` URL as it is, None for none or an empty one;
-    raises ValueError for another scheme."""
-    if url and not url.startswith(("redis://", "rediss://")):
-        raise ValueError("must be a redis:// or rediss:// URL")
-    return url or None
 
 
 def check_failure_limit(notation: str | None) -> str | None:
