@@ -16,13 +16,14 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 from dotenv import dotenv_values
 
 from petstore.cli.main import main
 from petstore.server.config import SettingsError, load_settings
-from tests.servers import free_port
+from tests.servers import LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "a-private-cursor-secret-of-36-chars!"
@@ -115,6 +116,15 @@ def test_a_percent_encoded_password_still_works(tmp_path: Path, postgres_run_dat
     listed = petstore(["keys", "list"], {"PETSTORE_DATABASE_URL": url}, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("ID")
+    server = LiveServer(
+        tmp_path, env={"PETSTORE_DATABASE_URL": url, "PETSTORE_MIGRATE_ON_START": "true"}
+    )
+    server.start()
+    try:
+        auth = {"Authorization": f"Bearer {server.dev_key}"}
+        assert httpx.get(f"{server.url}/v1/pets", headers=auth).status_code == 200
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize(

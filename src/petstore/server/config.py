@@ -2,15 +2,14 @@
 
 ``Settings()`` reads the environment; ``load_settings()`` turns a validation failure
 into one :class:`SettingsError` naming each bad variable, for every ``petstore``
-command that reads them and for each worker. Neither message ever holds a value as
-given (pydantic's ``input_value`` is hidden): a value may be a secret.
+command and each worker. Neither shows a value as given: it may be a secret.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -24,55 +23,41 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
-from pydantic_settings import (
-    BaseSettings,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from petstore.server import secret_files
 from petstore.server.connection_urls import check_database_url, check_redis_url
+from petstore.server.environments import DEFAULT_CURSOR_SECRET as DEFAULT_CURSOR_SECRET
+from petstore.server.environments import PLACEHOLDER_BASE_URL as PLACEHOLDER_BASE_URL
+from petstore.server.environments import (
+    PLACEHOLDER_STAGING_BASE_URL as PLACEHOLDER_STAGING_BASE_URL,
+)
+from petstore.server.environments import Environment as Environment
+from petstore.server.environments import refusals
 from petstore.server.notations import UnsupportedDatabaseError as UnsupportedDatabaseError
 from petstore.server.notations import (
     check_failure_limit,
+    check_log_level,
     check_not_one_repeated_character,
+    check_time_zone,
     host_names,
 )
 from petstore.server.notations import check_rate_limit as check_rate_limit
 from petstore.server.notations import is_postgres as is_postgres
 from petstore.server.notations import sqlite_path as sqlite_path
 
-#: The cursor secret used when none is configured. Fine on a laptop, refused in
-#: staging and production (cursors signed with a public secret can be forged).
-DEFAULT_CURSOR_SECRET = "petstore-development-cursor-secret-not-for-production"  # noqa: S105
-
 #: Where the embedded SQLite database lives by default, relative to the working directory.
 DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
 
-#: D19: the public URLs a deployment has until its operator sets its own: placeholders,
-#: refused in the environment whose links they would carry (http/links.py).
-PLACEHOLDER_BASE_URL = "https://petstore.example.com/v1"
-PLACEHOLDER_STAGING_BASE_URL = "https://staging.petstore.example.com/v1"
-
 #: D14: the Deprecation date of ``getPet``, 2026-01-01T00:00:00Z.
 DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class Environment(StrEnum):
-    """Where an instance runs; staging and production refuse unsafe settings."""
-
-    DEVELOPMENT = "development"
-    STAGING = "staging"
-    PRODUCTION = "production"
 
 
 class SettingsError(ValueError):
     """Raised by :func:`load_settings` when the environment holds an invalid setting."""
 
 
-class Settings(BaseSettings):
+class Settings(secret_files.FileSettings):
     """The service's configuration, one field per ``PETSTORE_<FIELD>`` variable, or
     per file ``petstore_<field>`` of the directory ``PETSTORE_SECRETS_DIR`` names
     (pydantic-settings' secrets files, as Docker and Kubernetes mount secrets; the
@@ -81,12 +66,10 @@ class Settings(BaseSettings):
 
     Raises ``pydantic.ValidationError`` (its text without the values given) on a bad
     value, a database or Redis URL that would fail when connecting
-    (:mod:`.connection_urls`), on a secrets directory that does not exist, holds a
-    setting's file that cannot be read, or through which others could choose a setting
-    (:mod:`.secret_files`), on a drain not shorter than the shutdown timeout, on a
-    cursor secret of one repeated character, on a default or short cursor secret
-    outside development, and on the placeholder public URL in the environment whose
-    links use it (production: ``base_url``; staging: ``staging_base_url``).
+    (:mod:`.connection_urls`), a secrets directory that does not exist, holds a file
+    that cannot be read as a setting or that others could write (:mod:`.secret_files`),
+    a drain not shorter than the shutdown timeout, a cursor secret of one repeated
+    character, and what staging and production refuse (:mod:`.environments`).
     """
 
     model_config = SettingsConfigDict(
@@ -124,7 +107,9 @@ class Settings(BaseSettings):
     #: D13: how long a verified API key is trusted without a database read, in seconds.
     key_cache_seconds: Annotated[float, Field(ge=0, le=5)] = 2.0
     #: D14: the ``Deprecation`` date announced on ``getPet``.
-    deprecation_date: datetime = DEFAULT_DEPRECATION_DATE
+    deprecation_date: Annotated[datetime, AfterValidator(check_time_zone)] = (
+        DEFAULT_DEPRECATION_DATE
+    )
     #: D15: requests per API key, in the notation of the ``limits`` library.
     rate_limit: Annotated[str, AfterValidator(check_rate_limit)] = "600/minute"
     rate_limit_enabled: bool = True
@@ -151,7 +136,7 @@ class Settings(BaseSettings):
     http2: bool = False
     #: D25: seconds within which every request is answered (503 when the work is not done).
     request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-    log_level: str = "INFO"
+    log_level: Annotated[str, AfterValidator(check_log_level)] = "INFO"
     #: ``json`` (one object per line) or ``text``; default: text in development only.
     log_format: Literal["json", "text"] | None = None
     #: Serve Prometheus metrics at ``/metrics`` (no key; keep it off the public LB).
@@ -172,19 +157,6 @@ class Settings(BaseSettings):
         BeforeValidator(secret_files.existing_directory),
         AfterValidator(secret_files.check_owner_only),
     ] = None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Arguments, then the environment, then the files of ``secrets_dir``
-        (:func:`.secret_files.sources`)."""
-        return secret_files.sources(settings_cls, init_settings, env_settings, dotenv_settings)
 
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:
@@ -218,45 +190,14 @@ class Settings(BaseSettings):
             raise ValueError("must end with the version segment /v1 (D19)")
         return url
 
-    @field_validator("deprecation_date")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("must carry a time zone, e.g. 2026-01-01T00:00:00Z")
-        return value
-
-    @field_validator("log_level")
-    @classmethod
-    def _known_level(cls, value: str) -> str:
-        if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
-        return value.upper()
-
     @model_validator(mode="after")
     def _safe_outside_development(self) -> Self:
-        """Outside development: a private cursor secret, and the environment's own
-        public URL (http/links.py), not a placeholder. Raises ValueError with one line
-        per problem, each naming its variable."""
-        if self.environment is Environment.DEVELOPMENT:
-            return self
-        problems = []
-        secret = self.cursor_secret.get_secret_value()
-        if secret == DEFAULT_CURSOR_SECRET or len(secret) < 32:
-            problems.append(
-                f"PETSTORE_CURSOR_SECRET must be set to a private value of at least 32 "
-                f"characters in {self.environment.value} (the default is public)"
-            )
-        if self.environment is Environment.PRODUCTION:
-            variable, url, placeholder = "PETSTORE_BASE_URL", self.base_url, PLACEHOLDER_BASE_URL
-        else:
-            variable, url = "PETSTORE_STAGING_BASE_URL", self.staging_base_url
-            placeholder = PLACEHOLDER_STAGING_BASE_URL
-        if str(url).rstrip("/") == placeholder:
-            problems.append(
-                f"{variable} must be set to this deployment's public URL (ending in /v1) in "
-                f"{self.environment.value}: every Link header's URL starts with it, and "
-                f"the default {placeholder} is a placeholder"
-            )
+        problems = refusals(
+            self.environment,
+            cursor_secret=self.cursor_secret.get_secret_value(),
+            base_url=str(self.base_url),
+            staging_base_url=str(self.staging_base_url),
+        )
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -273,36 +214,34 @@ def load_settings(**overrides: object) -> Settings:
     Raises SettingsError with one line per problem, each naming its variable
     (``PETSTORE_PORT: Input should be ...``), never a value as given.
     """
-    # A value that is not UTF-8 comes as a str with lone surrogates, which pydantic
-    # cannot even hold (UnicodeEncodeError): refused here, by name.
+    # A value that is not UTF-8 comes with lone surrogates (os.environ's
+    # surrogateescape), which pydantic cannot even hold: refused here, by name.
+    names = {f"PETSTORE_{field.upper()}" for field in Settings.model_fields}
     undecodable = [
-        f"PETSTORE_{field.upper()}: is not UTF-8 text"
-        for field in Settings.model_fields
+        f"{name.upper()}: is not UTF-8 text"
         for name, value in os.environ.items()
-        if name.upper() == f"PETSTORE_{field.upper()}" and not _is_text(value)
+        if name.upper() in names and _UNDECODED.search(value)
     ]
     if undecodable:
         raise SettingsError("\n".join(undecodable))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise SettingsError("\n".join(map(_problem, exc.errors()))) from None
+        raise SettingsError("\n".join(_problems(exc))) from None
 
 
-def _problem(error: ErrorDetails) -> str:
-    """One validation error as ``PETSTORE_<FIELD>: reason`` (a ValueError's own
+def _problems(invalid: ValidationError) -> list[str]:
+    """Each validation error as ``PETSTORE_<FIELD>: reason`` (a ValueError's own
     message without pydantic's ``Value error,``); a check of several settings says
     their names itself."""
-    cause = error.get("ctx", {}).get("error")
-    reason = str(cause) if error["type"] == "value_error" and cause is not None else error["msg"]
-    if not error["loc"]:
-        return reason
-    return f"PETSTORE_{str(error['loc'][0]).upper()}: {reason}"
+    problems = []
+    for error in invalid.errors():
+        cause = error.get("ctx", {}).get("error")
+        reason = str(cause) if error["type"] == "value_error" and cause else error["msg"]
+        field = error["loc"][0] if error["loc"] else None
+        problems.append(reason if field is None else f"PETSTORE_{str(field).upper()}: {reason}")
+    return problems
 
 
-def _is_text(value: str) -> bool:
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+#: What os.environ makes of bytes that are not UTF-8 (PEP 383).
+_UNDECODED = re.compile("[\udc80-\udcff]")

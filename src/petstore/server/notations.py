@@ -1,5 +1,6 @@
 """The notations settings are written in: which store a database URL names, rate
-limits (``600/minute``, D15 and D22), host lists, and the checks of a secret's value.
+limits (``600/minute``, D15 and D22), host lists, log levels, dates, and the checks of
+a secret's value.
 Whether a URL can be connected with is :mod:`petstore.server.connection_urls`'.
 
 Apart from :mod:`petstore.server.config` because the store (which backend a URL
@@ -9,6 +10,7 @@ names) and the rules (a key's own limit) check the same notations.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -112,6 +114,20 @@ def host_names(value: object) -> object:
                 "commas, e.g. localhost,127.0.0.1,petstore.internal"
             )
     return names
+
+
+def check_log_level(level: str) -> str:
+    """``level`` in upper case when it is a level the logs know; raises ValueError."""
+    if level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level.upper()
+
+
+def check_time_zone(moment: datetime) -> datetime:
+    """``moment`` when it carries a time zone; raises ValueError."""
+    if moment.tzinfo is None:
+        raise ValueError("must carry a time zone, e.g. 2026-01-01T00:00:00Z")
+    return moment
 
 
 class _Secret(Protocol):

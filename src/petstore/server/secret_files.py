@@ -1,6 +1,6 @@
 """Settings held in files (``PETSTORE_SECRETS_DIR``), as Docker and Kubernetes mount
-secrets: where :class:`petstore.server.config.Settings` finds them, and which files
-it refuses.
+secrets: where :class:`petstore.server.config.Settings` finds them
+(:class:`FileSettings`), and which files it refuses.
 
 A setting's file is a ``petstore_*`` entry of the directory. One that cannot be read
 as a setting (:func:`unreadable`) is left out of the source, where pydantic-settings
@@ -24,23 +24,33 @@ from pydantic_settings import (
 )
 
 
-def sources(
-    settings_cls: type[BaseSettings],
-    init_settings: PydanticBaseSettingsSource,
-    env_settings: PydanticBaseSettingsSource,
-    dotenv_settings: PydanticBaseSettingsSource,
-) -> tuple[PydanticBaseSettingsSource, ...]:
-    """Arguments, then the environment, then the files of ``secrets_dir`` (from the
-    arguments or ``PETSTORE_SECRETS_DIR``). A directory that does not exist is left
-    out here and refused by :func:`existing_directory`, with its name: the library
-    would only warn."""
-    directory = os.environ.get("PETSTORE_SECRETS_DIR")
-    if isinstance(init_settings, InitSettingsSource):
-        directory = init_settings.init_kwargs.get("secrets_dir", directory)
-    found: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings, dotenv_settings)
-    if directory and Path(directory).is_dir():
-        found += (_SettingFiles(settings_cls, secrets_dir=directory),)
-    return found
+class FileSettings(BaseSettings):
+    """pydantic-settings' settings read from the arguments, then the environment, then
+    the files of ``secrets_dir`` (from the arguments or ``PETSTORE_SECRETS_DIR``)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The sources, in that order. A directory that does not exist is left out
+        here and refused by :func:`existing_directory`, with its name: the library
+        would only warn."""
+        directory = os.environ.get("PETSTORE_SECRETS_DIR")
+        if isinstance(init_settings, InitSettingsSource):
+            directory = init_settings.init_kwargs.get("secrets_dir", directory)
+        found: tuple[PydanticBaseSettingsSource, ...] = (
+            init_settings,
+            env_settings,
+            dotenv_settings,
+        )
+        if directory and Path(directory).is_dir():
+            found += (_SettingFiles(settings_cls, secrets_dir=directory),)
+        return found
 
 
 class _SettingFiles(SecretsSettingsSource):
