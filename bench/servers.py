@@ -87,6 +87,7 @@ def service(*, database_url: str, cpu: int, log: Path, source: Path | None = Non
         {
             "PETSTORE_ENVIRONMENT": "production",
             "PETSTORE_CURSOR_SECRET": secrets.token_urlsafe(36),  # 48 characters
+            "PETSTORE_BASE_URL": f"http://127.0.0.1:{port}/v1",  # where its links point
             "PETSTORE_DATABASE_URL": database_url,
             "PETSTORE_PORT": str(port),
             "PETSTORE_WORKERS": "1",

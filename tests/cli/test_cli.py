@@ -502,6 +502,7 @@ def test_serve_refuses_dev_key_in_production_before_starting(
     env = {
         "PETSTORE_ENVIRONMENT": "production",
         "PETSTORE_CURSOR_SECRET": "s3cr3t-" * 6,
+        "PETSTORE_BASE_URL": "https://api.pets.example.org/v1",
         "PETSTORE_DATABASE_URL": database_url,
     }
     result = runner.invoke(main, ["serve", "--dev-key"], env=env)

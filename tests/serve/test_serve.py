@@ -48,8 +48,13 @@ def test_serve_does_not_print_a_key_again_when_one_is_active(tmp_path: Path) -> 
     assert first
 
 
-#: A staging instance's settings: a private cursor secret, as staging requires.
-STAGING = {"PETSTORE_ENVIRONMENT": "staging", "PETSTORE_CURSOR_SECRET": "s3cr3t-" * 6}
+#: A staging instance's settings: a private cursor secret and its own public URL, as
+#: staging requires.
+STAGING = {
+    "PETSTORE_ENVIRONMENT": "staging",
+    "PETSTORE_CURSOR_SECRET": "s3cr3t-" * 6,
+    "PETSTORE_STAGING_BASE_URL": "https://staging.pets.example.org/v1",
+}
 
 
 def test_staging_serve_prints_no_key_unless_asked(tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from petstore.cli.main import main
-from petstore.server import config
+from petstore.server import config, connection_urls
 from petstore.server.config import (
     DEFAULT_CURSOR_SECRET,
     Environment,
@@ -25,6 +26,19 @@ from petstore.server.config import (
 from petstore.server.store import migrate
 
 PRIVATE_SECRET = "a-private-cursor-secret-of-36-chars!"
+#: A deployment's own public URLs (http/links.py): staging and production refuse
+#: the placeholders.
+PUBLIC_URLS = {
+    "PETSTORE_BASE_URL": "https://api.pets.example.org/v1",
+    "PETSTORE_STAGING_BASE_URL": "https://staging.pets.example.org/v1",
+}
+
+
+def deploy_as(monkeypatch: pytest.MonkeyPatch, environment: str) -> None:
+    """``PETSTORE_ENVIRONMENT=environment``, with the deployment's public URLs set."""
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    for variable, url in PUBLIC_URLS.items():
+        monkeypatch.setenv(variable, url)
 
 
 # Defaults ---------------------------------------------------------------------------
@@ -85,9 +99,10 @@ def test_default_database_is_a_relative_sqlite_file() -> None:
 def test_each_variable_is_read(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str, expected: object
 ) -> None:
-    monkeypatch.setenv(variable, value)
     if variable == "PETSTORE_ENVIRONMENT":
+        deploy_as(monkeypatch, value)
         monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    monkeypatch.setenv(variable, value)
     assert getattr(load_settings(), field) == expected
 
 
@@ -218,7 +233,7 @@ def test_staging_and_production_refuse_a_default_or_short_cursor_secret(
 def test_staging_and_production_accept_a_private_secret_of_32_or_more_characters(
     monkeypatch: pytest.MonkeyPatch, environment: str, secret: str
 ) -> None:
-    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    deploy_as(monkeypatch, environment)
     monkeypatch.setenv("PETSTORE_CURSOR_SECRET", secret)
     settings = load_settings()
     assert settings.environment == environment
@@ -285,7 +300,7 @@ def test_a_setting_is_read_from_its_file_in_the_secrets_dir(
     (tmp_path / "petstore_database_url").write_text("postgresql://u:pw@migrate.internal/petstore")
     (tmp_path / "petstore_redis_url").write_text("redis://:pw@cache.internal:6379/0")
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
-    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
+    deploy_as(monkeypatch, "production")
     settings = load_settings()
     assert settings.secrets_dir == tmp_path
     assert settings.cursor_secret.get_secret_value() == PRIVATE_SECRET
@@ -352,6 +367,210 @@ def test_a_missing_secrets_dir_makes_the_cli_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "PETSTORE_SECRETS_DIR" in result.output
     assert "Traceback" not in result.output
+
+
+# Public URLs outside development (issue 60, P7) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environment", "variable", "placeholder"),
+    [
+        ("production", "PETSTORE_BASE_URL", config.PLACEHOLDER_BASE_URL),
+        ("staging", "PETSTORE_STAGING_BASE_URL", config.PLACEHOLDER_STAGING_BASE_URL),
+    ],
+)
+@pytest.mark.parametrize("given", [None, "as-is", "with-slash"])
+def test_staging_and_production_refuse_their_public_url_unset_or_the_placeholder(
+    monkeypatch: pytest.MonkeyPatch,
+    environment: str,
+    variable: str,
+    placeholder: str,
+    given: str | None,
+) -> None:
+    """Every rel="next" and rel="deprecation" of that environment points under it."""
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    if given is not None:
+        monkeypatch.setenv(variable, placeholder + ("/" if given == "with-slash" else ""))
+    with pytest.raises(SettingsError, match=f"^{variable} must be set") as raised:
+        load_settings()
+    assert "Link header" in str(raised.value)
+    monkeypatch.setenv(variable, "https://pets.example.org/api/v1")
+    assert load_settings().environment == environment
+
+
+def test_production_needs_only_its_own_public_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other environment's URL is only listed in the OpenAPI servers."""
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
+    monkeypatch.setenv("PETSTORE_BASE_URL", "https://pets.example.org/v1")
+    assert load_settings().staging_base_url == config.Settings().staging_base_url
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "staging")
+    monkeypatch.setenv("PETSTORE_STAGING_BASE_URL", "https://staging.pets.example.org/v1")
+    monkeypatch.delenv("PETSTORE_BASE_URL")
+    assert str(load_settings().base_url).rstrip("/") == config.PLACEHOLDER_BASE_URL
+
+
+def test_development_keeps_the_placeholders() -> None:
+    assert str(load_settings().base_url).rstrip("/") == config.PLACEHOLDER_BASE_URL
+
+
+def test_production_names_the_cursor_secret_and_the_url_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    lines = str(raised.value).splitlines()
+    assert [line.split()[0] for line in lines] == ["PETSTORE_CURSOR_SECRET", "PETSTORE_BASE_URL"]
+
+
+# Database and Redis URLs (issue 60, P4) ---------------------------------------------
+
+PASSWORD = "hunter2-Pa55"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://petstore:p%40ss%3Aw%2Frd%25@db1:5432/petstore",
+        "postgres://petstore@db1/petstore",
+        "postgresql:///petstore",
+        "postgresql://%2Fvar%2Frun%2Fpostgresql/petstore",
+        "postgresql:///petstore?host=/var/run/postgresql",
+        "postgresql://petstore@[::1]:5432/petstore",
+        "postgresql://petstore_db-1.internal.:5432/petstore",
+        "postgresql://petstore:pw@db1:5432,db2:5433,db3/petstore?target_session_attrs=read-write"
+        "&connect_timeout=2&keepalives=1&keepalives_idle=5&keepalives_interval=1"
+        "&keepalives_count=3&tcp_user_timeout=5000",
+        "postgresql://db1,db2/petstore?port=5432,5433&hostaddr=10.0.0.1,10.0.0.2",
+        "postgresql://db1/petstore?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+        "postgresql://db1/petstore?sslmode=require&sslpassword=x&load_balance_hosts=random",
+    ],
+)
+def test_postgresql_urls_libpq_reads_are_accepted(url: str) -> None:
+    assert load_settings(database_url=url).database_url == url
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}%zz@db1/petstore",
+            "libpq cannot read its user name or password",
+            id="bad-escape",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@db1/petstore?foo=bar",
+            'invalid URI query parameter: "foo"',
+            id="unknown-param",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@[db1/petstore", "IPv6 host", id="broken-host"
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@a..b/petstore", "a host is not", id="empty-label"
+        ),
+        pytest.param(
+            f"postgresql://petstore:hunter2@{PASSWORD}@db1/petstore",
+            "a host is not",
+            id="at-in-password",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}/x@db1/petstore",
+            "a port is not",
+            id="slash-in-password",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@db1:99999/petstore", "a port is not", id="port"
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@db1,db2/petstore?port=1,2,3",
+            "3 ports for 2 hosts",
+            id="ports",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@db1/petstore?hostaddr=db1",
+            "hostaddr must be IP addresses",
+            id="hostaddr",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@db1/petstore?connect_timeout=2.5",
+            "connect_timeout must be a whole number",
+            id="connect-timeout",
+        ),
+        pytest.param(
+            f"postgresql://petstore:{PASSWORD}@db1/petstore?sslmode=on",
+            "sslmode must be one of",
+            id="sslmode",
+        ),
+        pytest.param(
+            f"postgresql://petstore@db1/petstore?password={PASSWORD}&sslmode=on",
+            "sslmode must be one of",
+            id="password-parameter",
+        ),
+        pytest.param(f"host=db1 password={PASSWORD}", "not a URL", id="key-value-string"),
+    ],
+)
+def test_a_database_url_that_would_fail_on_connecting_is_refused_without_its_password(
+    url: str, reason: str
+) -> None:
+    with pytest.raises(SettingsError, match=r"^PETSTORE_DATABASE_URL: ") as raised:
+        load_settings(database_url=url)
+    assert reason in str(raised.value)
+    assert PASSWORD not in str(raised.value)
+    with pytest.raises(ValidationError) as invalid:  # pydantic's own text too
+        config.Settings(database_url=url)
+    assert PASSWORD not in str(invalid.value)
+    assert "input_value" not in str(invalid.value)  # which shows a long URL cut short
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@db1/p", "postgresql://u:***@db1/p"),
+        ("postgresql://u@db1/p", "postgresql://u@db1/p"),
+        ("postgresql://db1/p", "postgresql://db1/p"),
+        ("postgresql://u:p@ss/w@db1:5432/p", "postgresql://u:***@db1:5432/p"),
+        (
+            "postgresql://db1/p?user=u&password=pw&sslmode=require",
+            "postgresql://db1/p?user=u&password=***&sslmode=require",
+        ),
+        ("postgresql://db1/p?sslpassword=pw", "postgresql://db1/p?sslpassword=***"),
+        ("redis://:pw@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("host=db1 password=pw", "(not a URL)"),
+    ],
+)
+def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert connection_urls.without_password(url) == shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0",
+        "redis://:p%40ss@cache.internal:6379",
+        "rediss://user:pw@[::1]:6380/2?ssl_cert_reqs=required&ssl_ca_certs=/etc/ca.pem",
+        "redis://cache:6379/0?socket_timeout=0.5",
+    ],
+)
+def test_redis_urls_redis_py_and_limits_read_are_accepted(url: str) -> None:
+    assert load_settings(redis_url=url).redis_url == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis://:{PASSWORD}@cache",
+        f"redis://:{PASSWORD}@a..b:6379/0",
+        f"redis://:{PASSWORD}@cache:6379/0?socket_timeout=soon",
+        f"redis://:{PASSWORD}@cache:0/0",
+    ],
+)
+def test_a_redis_url_that_would_fail_is_refused_without_its_password(url: str) -> None:
+    with pytest.raises(SettingsError, match=r"^PETSTORE_REDIS_URL: ") as raised:
+        load_settings(redis_url=url)
+    assert PASSWORD not in str(raised.value)
 
 
 # Database URLs ----------------------------------------------------------------------
@@ -486,7 +705,7 @@ def test_outside_development_a_secrets_dir_others_may_write_is_refused_naming_it
     planted(secrets)
     secrets.chmod(mode)
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(secrets))
-    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    deploy_as(monkeypatch, environment)
     with pytest.raises(SettingsError, match="PETSTORE_SECRETS_DIR: ") as raised:
         load_settings()
     assert f"{secrets} is writable by its group or others (mode {mode:o})" in str(raised.value)
@@ -516,7 +735,7 @@ def test_outside_development_a_setting_file_of_another_user_is_refused_naming_it
     stranger = tmp_path / "petstore_trust_forwarded_headers"
     os.chown(stranger, STRANGER, STRANGER)
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
-    monkeypatch.setenv("PETSTORE_ENVIRONMENT", environment)
+    deploy_as(monkeypatch, environment)
     with pytest.raises(SettingsError, match="PETSTORE_SECRETS_DIR: ") as raised:
         load_settings()
     assert f"{stranger} is owned by uid {STRANGER}, not by the service's user (uid 0" in str(
@@ -548,6 +767,7 @@ def test_a_secrets_dir_mounted_read_only_may_have_any_mode(tmp_path: Path) -> No
         **{k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")},
         "PETSTORE_SECRETS_DIR": str(mounted),
         "PETSTORE_ENVIRONMENT": "production",
+        **PUBLIC_URLS,
     }
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],

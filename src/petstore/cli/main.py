@@ -33,6 +33,9 @@ from petstore.server.store import Store, migrate
 from petstore.server.telemetry import logs
 from petstore.text import printable
 
+#: Where the API's port is chosen, as the refusal of a taken port says it.
+_PORT_SETTING = "--port (or PETSTORE_PORT)"
+
 
 @click.group()
 @click.version_option(package_name="petstore")
@@ -43,14 +46,15 @@ def main() -> None:
     """
 
 
-def refuse_a_taken_address(host: str, port: int) -> None:
+def refuse_a_taken_address(host: str, port: int, *, setting: str = _PORT_SETTING) -> None:
     """Exit 1 (click.ClickException) when another process listens on ``host:port``
-    (D24), naming the address and ``--port``. The probe binds without SO_REUSEPORT,
-    which Linux refuses while any socket listens there, also one of another granian
-    server that binds with SO_REUSEPORT; SO_REUSEADDR lets a restart pass the
-    connections of the last run still in TIME_WAIT. Only granian's workers, started
-    after this, share the port with SO_REUSEPORT. An address still taken after
-    :data:`_TAKEN_GRACE_SECONDS` is refused."""
+    (D24), naming the address and ``setting``, where another port is chosen. The
+    probe binds without SO_REUSEPORT, which Linux refuses while any socket listens
+    there, also one of another granian server that binds with SO_REUSEPORT;
+    SO_REUSEADDR lets a restart pass the connections of the last run still in
+    TIME_WAIT. Only granian's workers, started after this, share the port with
+    SO_REUSEPORT. An address still taken after :data:`_TAKEN_GRACE_SECONDS` is
+    refused."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -61,7 +65,7 @@ def refuse_a_taken_address(host: str, port: int) -> None:
         if time.monotonic() >= deadline:
             raise click.ClickException(
                 f"{printable(host)}:{port} is already in use by another process (another petstore "
-                f"serve?); stop it, or choose another port with --port (or PETSTORE_PORT)"
+                f"serve?); stop it, or choose another port with {setting}"
             )
         time.sleep(0.05)
 
@@ -151,7 +155,8 @@ def serve(
     (and in staging with --dev-key), creates and prints an API key named "dev" when
     no key is active.
 
-    Refuses (exit 1) a host and port another process listens on, and (exit 2)
+    Refuses (exit 1) a host and port (or PETSTORE_METRICS_PORT) another process
+    listens on, and (exit 2) invalid settings (each named on a line of its own) and
     development settings on an address beyond loopback unless PETSTORE_ENVIRONMENT
     says development on purpose (then it warns).
 
@@ -174,6 +179,10 @@ def serve(
     check_exposure(settings, dev_key=create_dev_key)
     logs.configure(level=settings.log_level, json=settings.json_logs)
     refuse_a_taken_address(settings.host, settings.port)
+    if settings.metrics_port is not None:  # else each worker would fail on it
+        refuse_a_taken_address(
+            settings.host, settings.metrics_port, setting="PETSTORE_METRICS_PORT"
+        )
 
     async def prepare(store: Store) -> str | None:
         if not create_dev_key:

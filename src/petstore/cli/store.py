@@ -23,10 +23,24 @@ T = TypeVar("T")
 
 
 def settings_or_usage_error(**overrides: object) -> Settings:
+    """The settings (:func:`load_settings`), ``overrides`` that are not None winning:
+    the one place a ``petstore`` command reads them. Raises :class:`BadSettings`
+    (exit code 2) for an invalid one."""
     try:
         return load_settings(**{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise BadSettings(str(exc)) from None
+
+
+class BadSettings(click.ClickException):
+    """Invalid settings: each problem on a line of its own, ``Error: PETSTORE_PORT:
+    ...``, naming its variable; exit code 2, as for bad usage, without the usage
+    text (the command line was right)."""
+
+    exit_code = 2
+
+    def format_message(self) -> str:
+        return "\nError: ".join(self.message.splitlines())
 
 
 def with_store(

@@ -1,13 +1,15 @@
 """Settings: every ``PETSTORE_*`` environment variable, validated once at start.
 
 ``Settings()`` reads the environment; ``load_settings()`` turns a validation failure
-into one :class:`SettingsError` naming each bad variable, for ``petstore serve``.
+into one :class:`SettingsError` naming each bad variable, for every ``petstore``
+command and each worker. Neither shows a value as given: it may be a secret.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -21,29 +23,28 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from petstore.server import secret_files
+from petstore.server.connection_urls import check_database_url, check_redis_url
+from petstore.server.environments import DEFAULT_CURSOR_SECRET as DEFAULT_CURSOR_SECRET
+from petstore.server.environments import PLACEHOLDER_BASE_URL as PLACEHOLDER_BASE_URL
+from petstore.server.environments import (
+    PLACEHOLDER_STAGING_BASE_URL as PLACEHOLDER_STAGING_BASE_URL,
+)
+from petstore.server.environments import Environment as Environment
+from petstore.server.environments import refusals
 from petstore.server.notations import UnsupportedDatabaseError as UnsupportedDatabaseError
 from petstore.server.notations import (
-    check_database_url,
     check_failure_limit,
+    check_log_level,
     check_not_one_repeated_character,
-    check_redis_url,
+    check_time_zone,
     host_names,
 )
 from petstore.server.notations import check_rate_limit as check_rate_limit
 from petstore.server.notations import is_postgres as is_postgres
 from petstore.server.notations import sqlite_path as sqlite_path
-
-#: The cursor secret used when none is configured. Fine on a laptop, refused in
-#: staging and production (cursors signed with a public secret can be forged).
-DEFAULT_CURSOR_SECRET = "petstore-development-cursor-secret-not-for-production"  # noqa: S105
 
 #: Where the embedded SQLite database lives by default, relative to the working directory.
 DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
@@ -52,32 +53,28 @@ DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
 DEFAULT_DEPRECATION_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class Environment(StrEnum):
-    """Where an instance runs; staging and production refuse unsafe settings."""
-
-    DEVELOPMENT = "development"
-    STAGING = "staging"
-    PRODUCTION = "production"
-
-
 class SettingsError(ValueError):
     """Raised by :func:`load_settings` when the environment holds an invalid setting."""
 
 
-class Settings(BaseSettings):
+class Settings(secret_files.FileSettings):
     """The service's configuration, one field per ``PETSTORE_<FIELD>`` variable, or
     per file ``petstore_<field>`` of the directory ``PETSTORE_SECRETS_DIR`` names
     (pydantic-settings' secrets files, as Docker and Kubernetes mount secrets; the
     file's surrounding whitespace, such as the newline ``echo`` writes, is dropped).
     A variable wins over a file.
 
-    Raises ``pydantic.ValidationError`` on a bad value, on a secrets directory that
-    does not exist or through which others could choose a setting (``secret_files``),
-    on a drain not shorter than the shutdown timeout, on a cursor secret of one repeated
-    character, and on a default or short cursor secret outside development.
+    Raises ``pydantic.ValidationError`` (its text without the values given) on a bad
+    value, a database or Redis URL that would fail when connecting
+    (:mod:`.connection_urls`), a secrets directory that does not exist, holds a file
+    that cannot be read as a setting or that others could write (:mod:`.secret_files`),
+    a drain not shorter than the shutdown timeout, a cursor secret of one repeated
+    character, and what staging and production refuse (:mod:`.environments`).
     """
 
-    model_config = SettingsConfigDict(env_prefix="PETSTORE_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="PETSTORE_", frozen=True, extra="ignore", hide_input_in_errors=True
+    )
 
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
@@ -89,9 +86,11 @@ class Settings(BaseSettings):
     #: Apply pending migrations when ``serve`` starts. Always done for SQLite; on
     #: PostgreSQL off by default, so a rolling deploy migrates once, on purpose.
     migrate_on_start: bool = False
-    #: D19: the production and staging base URLs, both ending in ``/v1``.
-    base_url: AnyHttpUrl = AnyHttpUrl("https://petstore.example.com/v1")
-    staging_base_url: AnyHttpUrl = AnyHttpUrl("https://staging.petstore.example.com/v1")
+    #: D19: the production and staging base URLs, both ending in ``/v1``: the base of
+    #: every absolute link in that environment (http/links.py), listed in the OpenAPI
+    #: ``servers``. Their defaults are placeholders, refused where they would be used.
+    base_url: AnyHttpUrl = AnyHttpUrl(PLACEHOLDER_BASE_URL)
+    staging_base_url: AnyHttpUrl = AnyHttpUrl(PLACEHOLDER_STAGING_BASE_URL)
     #: D9: HMAC key for signed cursors; shared by every instance of one deployment.
     cursor_secret: Annotated[SecretStr, AfterValidator(check_not_one_repeated_character)] = (
         SecretStr(DEFAULT_CURSOR_SECRET)
@@ -108,7 +107,9 @@ class Settings(BaseSettings):
     #: D13: how long a verified API key is trusted without a database read, in seconds.
     key_cache_seconds: Annotated[float, Field(ge=0, le=5)] = 2.0
     #: D14: the ``Deprecation`` date announced on ``getPet``.
-    deprecation_date: datetime = DEFAULT_DEPRECATION_DATE
+    deprecation_date: Annotated[datetime, AfterValidator(check_time_zone)] = (
+        DEFAULT_DEPRECATION_DATE
+    )
     #: D15: requests per API key, in the notation of the ``limits`` library.
     rate_limit: Annotated[str, AfterValidator(check_rate_limit)] = "600/minute"
     rate_limit_enabled: bool = True
@@ -135,7 +136,7 @@ class Settings(BaseSettings):
     http2: bool = False
     #: D25: seconds within which every request is answered (503 when the work is not done).
     request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-    log_level: str = "INFO"
+    log_level: Annotated[str, AfterValidator(check_log_level)] = "INFO"
     #: ``json`` (one object per line) or ``text``; default: text in development only.
     log_format: Literal["json", "text"] | None = None
     #: Serve Prometheus metrics at ``/metrics`` (no key; keep it off the public LB).
@@ -156,19 +157,6 @@ class Settings(BaseSettings):
         BeforeValidator(secret_files.existing_directory),
         AfterValidator(secret_files.check_owner_only),
     ] = None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Arguments, then the environment, then the files of ``secrets_dir``
-        (:func:`.secret_files.sources`)."""
-        return secret_files.sources(settings_cls, init_settings, env_settings, dotenv_settings)
 
     @model_validator(mode="after")
     def _drain_within_timeout(self) -> Self:
@@ -202,30 +190,16 @@ class Settings(BaseSettings):
             raise ValueError("must end with the version segment /v1 (D19)")
         return url
 
-    @field_validator("deprecation_date")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("must carry a time zone, e.g. 2026-01-01T00:00:00Z")
-        return value
-
-    @field_validator("log_level")
-    @classmethod
-    def _known_level(cls, value: str) -> str:
-        if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
-        return value.upper()
-
     @model_validator(mode="after")
     def _safe_outside_development(self) -> Self:
-        if self.environment is Environment.DEVELOPMENT:
-            return self
-        secret = self.cursor_secret.get_secret_value()
-        if secret == DEFAULT_CURSOR_SECRET or len(secret) < 32:
-            raise ValueError(
-                f"PETSTORE_CURSOR_SECRET must be set to a private value of at least 32 "
-                f"characters in {self.environment.value} (the default is public)"
-            )
+        problems = refusals(
+            self.environment,
+            cursor_secret=self.cursor_secret.get_secret_value(),
+            base_url=str(self.base_url),
+            staging_base_url=str(self.staging_base_url),
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @property
@@ -237,14 +211,37 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Read the environment (plus ``overrides``) into Settings.
 
-    Raises SettingsError with one line per invalid variable.
+    Raises SettingsError with one line per problem, each naming its variable
+    (``PETSTORE_PORT: Input should be ...``), never a value as given.
     """
+    # A value that is not UTF-8 comes with lone surrogates (os.environ's
+    # surrogateescape), which pydantic cannot even hold: refused here, by name.
+    names = {f"PETSTORE_{field.upper()}" for field in Settings.model_fields}
+    undecodable = [
+        f"{name.upper()}: is not UTF-8 text"
+        for name, value in os.environ.items()
+        if name.upper() in names and _UNDECODED.search(value)
+    ]
+    if undecodable:
+        raise SettingsError("\n".join(undecodable))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = []
-        for error in exc.errors():
-            field = "_".join(str(part) for part in error["loc"]) or "settings"
-            name = f"PETSTORE_{field.upper()}" if error["loc"] else "settings"
-            lines.append(f"  {name}: {error['msg']}")
-        raise SettingsError("invalid configuration:\n" + "\n".join(lines)) from None
+        raise SettingsError("\n".join(_problems(exc))) from None
+
+
+def _problems(invalid: ValidationError) -> list[str]:
+    """Each validation error as ``PETSTORE_<FIELD>: reason`` (a ValueError's own
+    message without pydantic's ``Value error,``); a check of several settings says
+    their names itself."""
+    problems = []
+    for error in invalid.errors():
+        cause = error.get("ctx", {}).get("error")
+        reason = str(cause) if error["type"] == "value_error" and cause else error["msg"]
+        field = error["loc"][0] if error["loc"] else None
+        problems.append(reason if field is None else f"PETSTORE_{str(field).upper()}: {reason}")
+    return problems
+
+
+#: What os.environ makes of bytes that are not UTF-8 (PEP 383).
+_UNDECODED = re.compile("[\udc80-\udcff]")

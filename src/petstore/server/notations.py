@@ -1,6 +1,7 @@
-"""The notations settings are written in: database URLs (which store serves one),
-rate limits (``600/minute``, D15 and D22), host lists, and the checks of a secret's
-value.
+"""The notations settings are written in: which store a database URL names, rate
+limits (``600/minute``, D15 and D22), host lists, log levels, dates, and the checks of
+a secret's value.
+Whether a URL can be connected with is :mod:`petstore.server.connection_urls`'.
 
 Apart from :mod:`petstore.server.config` because the store (which backend a URL
 names) and the rules (a key's own limit) check the same notations.
@@ -9,6 +10,7 @@ names) and the rules (a key's own limit) check the same notations.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -84,22 +86,6 @@ _UNITS |= {word: word for word in ("second", "minute", "hour", "day", "month", "
 _UNITS |= {f"{word}s": word for word in ("second", "minute", "hour", "day", "month", "year")}
 
 
-def check_database_url(url: str) -> str:
-    """``url`` when a store serves it (``sqlite:///file`` or PostgreSQL); raises
-    UnsupportedDatabaseError otherwise."""
-    if sqlite_path(url) is None and not is_postgres(url):  # sqlite_path raises its own
-        raise UnsupportedDatabaseError(f"unsupported database URL scheme: {url.split(':', 1)[0]!r}")
-    return url
-
-
-def check_redis_url(url: str | None) -> str | None:
-    """A ``redis://`` or ``rediss://`` URL as it is, None for none or an empty one;
-    raises ValueError for another scheme."""
-    if url and not url.startswith(("redis://", "rediss://")):
-        raise ValueError("must be a redis:// or rediss:// URL")
-    return url or None
-
-
 def check_failure_limit(notation: str | None) -> str | None:
     """A failed-authentication limit: a rate limit (``30/minute``), or ``off``
     (None). Raises ValueError otherwise."""
@@ -128,6 +114,20 @@ def host_names(value: object) -> object:
                 "commas, e.g. localhost,127.0.0.1,petstore.internal"
             )
     return names
+
+
+def check_log_level(level: str) -> str:
+    """``level`` in upper case when it is a level the logs know; raises ValueError."""
+    if level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level.upper()
+
+
+def check_time_zone(moment: datetime) -> datetime:
+    """``moment`` when it carries a time zone; raises ValueError."""
+    if moment.tzinfo is None:
+        raise ValueError("must carry a time zone, e.g. 2026-01-01T00:00:00Z")
+    return moment
 
 
 class _Secret(Protocol):

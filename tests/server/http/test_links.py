@@ -105,12 +105,15 @@ def test_an_allowed_host_behind_a_trusted_proxy_gets_its_scheme(
     serve: Callable[..., tuple[TestClient, dict[str, str]]],
 ) -> None:
     client, auth = serve(
-        environment="production", allowed_hosts="pets.internal", trust_forwarded_headers=True
+        environment="production",
+        base_url="https://pets.example.org/v1",
+        allowed_hosts="pets.internal",
+        trust_forwarded_headers=True,
     )
     found = links(client, auth, host="Pets.Internal:8443", **{"x-forwarded-proto": "https"})
     assert_links_under("https://pets.internal:8443/", found)
     found = links(client, auth, host="evil.example", **{"x-forwarded-proto": "https"})
-    assert_links_under("https://petstore.example.com/", found)
+    assert_links_under("https://pets.example.org/", found)
 
 
 def test_an_empty_allow_list_gives_every_development_link_the_configured_url(

@@ -195,10 +195,12 @@ def test_no_key_or_authorization_value_reaches_a_log_line(
 def test_text_logs_in_development_and_json_elsewhere() -> None:
     assert Settings().json_logs is False
     assert Settings(log_format="json").json_logs is True
-    assert (
-        Settings(environment="production", cursor_secret="xy" * 20).json_logs  # type: ignore[arg-type]
-        is True
+    production = Settings(
+        environment="production",  # type: ignore[arg-type]
+        cursor_secret="xy" * 20,  # type: ignore[arg-type]
+        base_url="https://api.pets.example.org/v1",  # type: ignore[arg-type]
     )
+    assert production.json_logs is True
 
 
 def test_metrics_can_move_to_their_own_port(database_url: str) -> None:

@@ -85,20 +85,24 @@ def upgrade(url: str, *, newer_is_fine: bool = False, to: str = "head") -> None:
     know) is left as it is instead of raising alembic's CommandError. Raises
     UnsupportedDatabaseError for a URL no store implements and
     UnreachableDatabaseError, with the driver's one-line reason, when the database
-    cannot be reached or written. Plain arguments and exceptions, so it can run in a
+    cannot be reached or written (or a SQLite file's folder made, or the file is
+    not a database). Plain arguments and exceptions, so it can run in a
     child process (``petstore serve`` does).
     """
     from alembic import command
-    from sqlalchemy.exc import OperationalError
+    from sqlalchemy.exc import DatabaseError
 
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UnreachableDatabaseError(f"cannot create {path.parent}: {exc.strerror}") from None
     try:
         if newer_is_fine and _applied_revision(url) not in (None, *revisions()):
             return  # a newer release's schema, which serves this code too
         command.upgrade(_alembic_config(url), to)
-    except OperationalError as exc:
+    except DatabaseError as exc:  # also a file that is no SQLite database
         raise UnreachableDatabaseError(f"cannot reach the database: {exc.orig}") from None
 
 
