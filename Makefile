@@ -102,6 +102,8 @@ servers:
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v socat >/dev/null 2>&1 || missing="$$missing socat"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \

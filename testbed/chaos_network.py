@@ -150,7 +150,7 @@ def _inject(
 
 def _stored(cluster: Cluster, key: str) -> list[Pet]:
     """Every animal of the final state, read through HAProxy after healing."""
-    with client(cluster.url, key) as api:
+    with client(cluster, key) as api:
         return [(p.id, p.name, p.category_id, str(p.status)) for p in api.iter_pets(limit=100)]
 
 
