@@ -376,7 +376,7 @@ def test_plain_http_is_a_308_to_https_and_never_reaches_an_instance(
 def test_plain_http_without_a_host_is_400_with_the_error_body(balanced: Front) -> None:
     status, head, body = plain_exchange(balanced.redirect_port, b"GET / HTTP/1.0\r\n\r\n")
     assert status == 400
-    error_body(head, body, 400, "invalid_request")
+    assert "no Host" in error_body(head, body, 400, "invalid_request")
 
 
 # HSTS and the Error bodies, over TLS.
