@@ -56,7 +56,7 @@ METRICS_SPELLINGS = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Front:
     """HAProxy under ``root`` in front of ``server``: TLS on ``port`` with the
     certificate ``balancer`` of ``certificates`` (named 127.0.0.1), plain HTTP on
@@ -190,7 +190,10 @@ def haproxy_in_front(root: Path) -> Iterator[Front]:
     server = LiveServer(root / "server")
     (root / "server").mkdir()
     server.start()
-    front = Front(server, free_port(), free_port(), root, certificates)
+    front = Front(
+        server=server, port=free_port(), redirect_port=free_port(), root=root,
+        certificates=certificates,
+    )  # fmt: skip
     env = haproxy_env(
         root, port=front.port, redirect_port=front.redirect_port,
         pem=certificates.pem("balancer"),
