@@ -102,12 +102,14 @@ servers:
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v socat >/dev/null 2>&1 || missing="$$missing socat"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
 	    >/dev/null 2>&1 || echo "Could not install$$missing (needs root and apt)."; }
 
-## cluster: the deployment on loopback: HAProxy at http://127.0.0.1:8080/v1, 3 instances, PostgreSQL (monitor + 3 data nodes) with failover, Redis (make cluster ARGS="--instances 5 --environment staging"; ARGS="--hosts": every part on a test host, a network namespace of its own)
+## cluster: the deployment on loopback: HAProxy at https://127.0.0.1:8080/v1 (the test bed's CA in .cluster/certificates/ca.crt), 3 instances, PostgreSQL (monitor + 3 data nodes) with failover, Redis (make cluster ARGS="--instances 5 --environment staging"; ARGS="--hosts": every part on a test host, a network namespace of its own)
 .PHONY: cluster cluster-down chaos chaos-network
 cluster: $(STAMP) servers
 	$(BIN)/python -m testbed.cluster_command up $(ARGS)

@@ -4,6 +4,10 @@ deploy/haproxy.cfg on one host (loopback mode, ``lb``), or on two test hosts (``
 that clients call (D27: no single point of failure). VRRP (RFC 5798) moves that
 address to the other host when the active one's HAProxy stops answering or its
 keepalived falls silent.
+
+HAProxy serves TLS with a certificate of the test bed's CA (:mod:`testbed.certificates`)
+named for the address clients call, and every client of the test bed trusts that CA
+alone (:meth:`Balancers.trust`); its plain HTTP port answers only redirects.
 """
 
 from __future__ import annotations
@@ -12,29 +16,35 @@ import csv
 import os
 import signal
 import socket
+import ssl
 import subprocess
 from pathlib import Path
 
 from testbed import DEPLOY
+from testbed.certificates import Certificates
 from testbed.hosts import Loopback, Network
 from testbed.processes import Daemon, kill_group, program, wait_for
 
 #: keepalived's priority per host: the first wins the first election.
 PRIORITIES = (150, 100)
+#: The name of HAProxy's certificate (its files in the test bed's certificates).
+CERTIFICATE = "balancer"
 
 
 class Balancers:
-    """HAProxy on each of ``names`` (hosts of ``hosts``), listening on ``port``,
-    sending to ``servers`` (address, port: one ``server`` line each, named ``i1``..);
-    with ``vip`` (an address of the hosts' network) keepalived on each keeps it on
-    one of them. ``root`` holds the configurations, sockets and logs."""
+    """HAProxy on each of ``names`` (hosts of ``hosts``), serving TLS on ``port`` and
+    answering plain HTTP on ``redirect_port`` with a redirect, sending to ``servers``
+    (address, port: one ``server`` line each, named ``i1``..); with ``vip`` (an
+    address of the hosts' network) keepalived on each keeps it on one of them.
+    ``root`` holds the configurations, sockets and logs; ``certificates`` the CA that
+    signs HAProxy's certificate (made by :meth:`start`)."""
 
     def __init__(
-        self, root: Path, hosts: Loopback, names: list[str], *, port: int, vip: str | None,
-        settings: dict[str, str],
+        self, root: Path, hosts: Loopback, names: list[str], *, port: int, redirect_port: int,
+        vip: str | None, settings: dict[str, str], certificates: Certificates,
     ) -> None:  # fmt: skip
         self.root, self.hosts, self.names, self.port, self.vip = root, hosts, names, port, vip
-        self.settings = settings
+        self.redirect_port, self.settings, self.certificates = redirect_port, settings, certificates
         self.servers: list[tuple[str, int]] = []
         self.haproxy: dict[str, Daemon | None] = dict.fromkeys(names)
         self.keepalived: dict[str, Daemon | None] = dict.fromkeys(names)
@@ -45,10 +55,17 @@ class Balancers:
         """The address clients call: the virtual one, or the only HAProxy's."""
         return self.vip or self.hosts.addresses[self.names[0]]
 
+    def trust(self) -> ssl.SSLContext:
+        """What a client of the test bed verifies HAProxy with: the test bed's CA and
+        nothing else, the address it calls checked against the certificate's names."""
+        return ssl.create_default_context(cafile=self.certificates.ca)
+
     def start(self, servers: list[tuple[str, int]]) -> None:
-        """Start HAProxy (and keepalived) on every host; returns once the address
-        clients call accepts connections."""
+        """Make HAProxy's certificate (for the address clients call), then start
+        HAProxy (and keepalived) on every host; returns once that address accepts
+        connections. Raises ServerUnavailableError when the certificate cannot be made."""
         self.servers = servers
+        self.certificates.make(f"{CERTIFICATE},{self.address}")
         for name in self.names:
             self.start_one(name)
         wait_for(lambda: accepts(self.address, self.port), what="the load balancers' address")
@@ -65,9 +82,12 @@ class Balancers:
         config.write_text((DEPLOY / "haproxy.cfg").read_text() + "".join(lines))
         own = self.hosts.addresses[name]
         env = {**os.environ, **self.settings}
+        # With a virtual address: every address of the host, the virtual one too.
+        listen = "" if self.vip else own
         env.update(
-            # With a virtual address: every address of the host, the virtual one too.
-            PETSTORE_LB_BIND=f"{'' if self.vip else own}:{self.port}",
+            PETSTORE_LB_BIND=f"{listen}:{self.port}",
+            PETSTORE_LB_REDIRECT_BIND=f"{listen}:{self.redirect_port}",
+            PETSTORE_LB_CERTIFICATE=str(self.certificates.pem(CERTIFICATE)),
             PETSTORE_LB_STATS_SOCKET=str(self.socket(name)),
             PETSTORE_LB_MAXCONN="2000",  # within this machine's open-files limit
         )

@@ -61,16 +61,18 @@ KEEPALIVES = [
 ]
 
 
-def client(url: str, key: str, hooks: EventHooks | None = None) -> Client:
-    """A client as the workers use it, with its own retry budget: 30 retries (no time
-    bound), 0.25 s doubling to at most 2 s apart, or the service's Retry-After: about
-    30 s of sleeps, more than a database failover takes; each attempt waits up to 10 s
-    for its answer, and a connection whose peer vanished is dropped within about 1 s
-    (:data:`KEEPALIVES`)."""
+def client(cluster: Cluster, key: str, hooks: EventHooks | None = None) -> Client:
+    """A client of ``cluster``'s service as the workers use it: over TLS, HAProxy's
+    certificate verified against the test bed's CA (:meth:`Balancers.trust
+    <testbed.balancers.Balancers.trust>`), with its own retry budget: 30 retries (no
+    time bound), 0.25 s doubling to at most 2 s apart, or the service's Retry-After:
+    about 30 s of sleeps, more than a database failover takes; each attempt waits up
+    to 10 s for its answer, and a connection whose peer vanished is dropped within
+    about 1 s (:data:`KEEPALIVES`)."""
+    transport = httpx.HTTPTransport(verify=cluster.balancers.trust(), socket_options=KEEPALIVES)
     return Client(
-        url, api_key=key, max_retries=RETRIES, retry_for=math.inf, backoff=0.25, max_sleep=2.0,
-        timeout=TIMEOUT, transport=httpx.HTTPTransport(socket_options=KEEPALIVES),
-        event_hooks=hooks,
+        cluster.url, api_key=key, max_retries=RETRIES, retry_for=math.inf, backoff=0.25,
+        max_sleep=2.0, timeout=TIMEOUT, transport=transport, event_hooks=hooks,
     )  # fmt: skip
 
 
@@ -106,7 +108,7 @@ class Fault:
     ended: float
 
 
-def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event) -> None:
+def worker(index: int, cluster: Cluster, key: str, ledger: Ledger, stop: threading.Event) -> None:
     """Creates (6 in 10), reads of its own animals (2), and lists of up to 250
     animals following ``rel="next"`` (2), until ``stop``; records every outcome."""
     rng = random.Random(index)
@@ -121,7 +123,7 @@ def worker(index: int, url: str, key: str, ledger: Ledger, stop: threading.Event
 
     hooks: EventHooks = {"request": [sent], "response": [answered]}
     mine: list[int] = []
-    with client(url, key, hooks) as petstore:
+    with client(cluster, key, hooks) as petstore:
         for n in itertools.count():
             if stop.is_set():
                 return
@@ -157,7 +159,7 @@ def load(cluster: Cluster, key: str, workers: int) -> Iterator[Ledger]:
     """``workers`` threads of :func:`worker` for as long as the block runs."""
     ledger, stop = Ledger(), threading.Event()
     threads = [
-        threading.Thread(target=worker, args=(i, cluster.url, key, ledger, stop), daemon=True)
+        threading.Thread(target=worker, args=(i, cluster, key, ledger, stop), daemon=True)
         for i in range(workers)
     ]
     for thread in threads:
@@ -244,7 +246,7 @@ def run(
 def _stored(cluster: Cluster, key: str) -> dict[str, list[tuple[int, int, str]]]:
     """Every animal in the store by name, read through the service."""
     stored: dict[str, list[tuple[int, int, str]]] = {}
-    with client(cluster.url, key) as petstore:
+    with client(cluster, key) as petstore:
         for pet in petstore.iter_pets(limit=100):
             stored.setdefault(pet.name, []).append((pet.id, pet.category_id, str(pet.status)))
     return stored

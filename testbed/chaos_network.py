@@ -144,7 +144,7 @@ def _canaries(cluster: Cluster, key: str) -> dict[str, str]:
         data=f"GET /v1/pets HTTP/1.1\r\nAuthorization: Bearer {CANARY_KEY}\r\n\r\n".encode(),
     )  # fmt: skip
     name = f"wire-check-{secrets.token_hex(8)}"
-    with client(cluster.url, key) as api:
+    with client(cluster, key) as api:
         pet = api.create_pet(name=name, category_id=1)
         api.get_pet(pet.id)
     return {"animal": name}
@@ -228,7 +228,7 @@ def _inject(
 
 def _stored(cluster: Cluster, key: str) -> list[Pet]:
     """Every animal of the final state, read through HAProxy after healing."""
-    with client(cluster.url, key) as api:
+    with client(cluster, key) as api:
         return [(p.id, p.name, p.category_id, str(p.status)) for p in api.iter_pets(limit=100)]
 
 

@@ -114,8 +114,10 @@ class Cluster:
         self.redis_password = secrets.token_urlsafe(24)
         self.balancers = Balancers(
             root, self.hosts, balancers, port=self.lb_port,
+            redirect_port=80 if on_hosts else free_port(),
             vip=test_hosts.VIRTUAL_ADDRESS if on_hosts else None,
             settings=self._settings_file("haproxy.env"),
+            certificates=self.certificates,
         )  # fmt: skip
 
     @property
@@ -125,9 +127,10 @@ class Cluster:
 
     @property
     def url(self) -> str:
-        """The service's base URL, through HAProxy (in hosts mode: the load
-        balancers' virtual address, reached from a test host)."""
-        return f"http://{self.balancers.address}:{self.lb_port}/v1"
+        """The service's base URL, through HAProxy over TLS (in hosts mode: the load
+        balancers' virtual address, reached from a test host); clients verify it with
+        ``self.balancers.trust()``."""
+        return f"https://{self.balancers.address}:{self.lb_port}/v1"
 
     def harness(self) -> AbstractContextManager[None]:
         """The calling thread in the ``ctl`` host for the block (hosts mode): where
@@ -332,7 +335,7 @@ class Cluster:
     def ports(self) -> list[int]:
         """Every loopback port the topology listens on."""
         return [
-            self.lb_port, self.redis_port, *self.instance_ports,
+            self.lb_port, self.balancers.redirect_port, self.redis_port, *self.instance_ports,
             self.postgres.monitor_port, *self.postgres.node_ports,
         ]  # fmt: skip
 

@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"API key (shown once): {key}")
     on = f"ip netns exec {cluster.hosts.namespace('client1')} " if cluster.on_hosts else ""
-    print(f'  {on}curl -H "Authorization: Bearer {key}" {cluster.url}/pets')
+    ca = cluster.balancers.certificates.ca
+    print(f'  {on}curl --cacert {ca} -H "Authorization: Bearer {key}" {cluster.url}/pets')
     print("Stop everything with: make cluster-down")
     return 0
 

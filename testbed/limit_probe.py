@@ -76,7 +76,11 @@ def probing(cluster: Cluster, key: str, host: str) -> Iterator[list[Answer]]:
     def run() -> None:
         assert isinstance(cluster.hosts, Network)
         headers = {"Authorization": f"Bearer {key}"}
-        with cluster.hosts.entered(host), httpx.Client(headers=headers, timeout=2) as client:
+        trust = cluster.balancers.trust()
+        with (
+            cluster.hosts.entered(host),
+            httpx.Client(headers=headers, timeout=2, verify=trust) as client,
+        ):
             while not stop.wait(1 / PACE):
                 answers.append(call(client, cluster.url))
 

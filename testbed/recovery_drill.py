@@ -235,7 +235,7 @@ def _replay(
     before = [op for op in list(ops) if acknowledged(op) and op.ended < drill.moment.before]
     differ = 0
     chosen = rng.sample(before, min(REPLAYS, len(before)))
-    with client(cluster.url, key) as api:
+    with client(cluster, key) as api:
         for op in chosen:
             assert op.value is not None
             pet = api.create_pet(op.key, category_id=op.value[2], status=op.value[3],

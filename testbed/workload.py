@@ -105,7 +105,7 @@ def worker(
     trace = _Trace()
     assert isinstance(cluster.hosts, Network)
     hooks: EventHooks = {"request": [trace.request], "response": [trace.response]}
-    with cluster.hosts.entered(f"client{index + 1}"), client(cluster.url, key, hooks) as api:
+    with cluster.hosts.entered(f"client{index + 1}"), client(cluster, key, hooks) as api:
         for n in itertools.count():
             if stop.is_set():
                 return

@@ -62,14 +62,24 @@ def test_one_of_each_fault_loses_duplicates_and_fails_nothing(root: Path) -> Non
 @pytest.mark.slow
 def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     """``make cluster`` then ``make cluster-down``, from the recorded state: the
-    service answers through HAProxy (and HAProxy's own answers are Error bodies, D10),
-    then no process of any of its process groups and none of its ports is left."""
+    service answers through HAProxy over TLS (its certificate verified against the test
+    bed's CA; the instances' Link headers name the https URL; HAProxy's own answers are
+    Error bodies, D10), then no process of any of its process groups and none of its
+    ports is left."""
     topology = cluster.Cluster(root, instances=2)
     key = topology.up()
     try:
-        response = httpx.get(f"{topology.url}/pets", headers={"Authorization": f"Bearer {key}"})
-        assert response.status_code == 200
-        assert response.json() == []
+        auth = {"Authorization": f"Bearer {key}"}
+        api = httpx.Client(base_url=topology.url, headers=auth, verify=topology.balancers.trust())
+        with api:
+            response = api.get("pets")
+            assert response.status_code == 200
+            assert response.json() == []
+            for name in ("Rex", "Tom"):
+                assert api.post("pets", json={"name": name, "categoryId": 1}).status_code == 201
+            paged = api.get("pets", params={"limit": 1})
+            assert paged.links["next"]["url"].startswith(f"{topology.url}/pets?")
+            assert topology.url.startswith("https://")
         assert topology.lb_states() == {"i1": "UP", "i2": "UP"}
         assert topology.postgres.primary() == 0
         # D26: three data nodes, a commit waits for one of the two secondaries.
@@ -85,7 +95,7 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         # operator's stop of every one): HAProxy's own answer.
         for name in ("i1", "i2", "i1-backup", "i2-backup"):
             topology.lb_command(f"set server petstore/{name} state maint")
-        refused = httpx.get(f"{topology.url}/pets")
+        refused = httpx.get(f"{topology.url}/pets", verify=topology.balancers.trust())
         assert refused.status_code == 503
         assert refused.json() == {
             "code": "unavailable",

@@ -228,18 +228,21 @@ def test_the_virtual_address_moves_when_the_active_load_balancer_is_lost(root: P
     import httpx
 
     from testbed.balancers import Balancers
+    from testbed.certificates import Certificates
     from testbed.processes import wait_for
 
     network = hosts.Network(["lb1", "lb2", "client"])
     network.up()
     balancers = Balancers(
-        root, network, ["lb1", "lb2"], port=8080, vip=hosts.VIRTUAL_ADDRESS, settings={}
-    )
-    url = f"http://{hosts.VIRTUAL_ADDRESS}:8080/v1/pets"
+        root, network, ["lb1", "lb2"], port=8080, redirect_port=80, vip=hosts.VIRTUAL_ADDRESS,
+        settings={}, certificates=Certificates(root / "certificates"),
+    )  # fmt: skip
+    url = f"https://{hosts.VIRTUAL_ADDRESS}:8080/v1/pets"
 
     def answers() -> bool:  # HAProxy's own 503: it has no instance here
         try:
-            return bool(httpx.get(url, timeout=0.5).json()["code"] == "unavailable")
+            answer = httpx.get(url, timeout=0.5, verify=balancers.trust())
+            return bool(answer.json()["code"] == "unavailable")
         except httpx.HTTPError:
             return False
 
