@@ -106,7 +106,7 @@ class Readiness:
         lbs, failed = self.cluster.balancers, False
         with self.cluster.harness():
             while not self._stop.is_set():
-                ready = answers(lbs.port, "/readyz", host=lbs.address)
+                ready = answers(lbs.port, "/readyz", host=lbs.address, tls=lbs.trust())
                 if ready and failed:
                     self.ready_at = time.monotonic()
                     return

@@ -23,6 +23,7 @@ from dotenv import dotenv_values
 
 from petstore.cli.main import main
 from petstore.server.config import SettingsError, load_settings
+from testbed.certificates import Certificates
 from tests.servers import LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,6 +229,10 @@ def test_the_shipped_settings_files_name_no_url_the_service_refuses(
             monkeypatch.setenv(name, value)
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(secrets_dir(tmp_path)))
     monkeypatch.setenv("PETSTORE_CURSOR_SECRET", SECRET)
+    certificates = Certificates(tmp_path / "tls")  # where the file names /etc/petstore/tls
+    certificates.make("instance")
+    monkeypatch.setenv("PETSTORE_TLS_CERTIFICATE", str(certificates.certificate("instance")))
+    monkeypatch.setenv("PETSTORE_TLS_KEY", str(certificates.key("instance")))
     variable = "PETSTORE_BASE_URL" if environment == "production" else "PETSTORE_STAGING_BASE_URL"
     with pytest.raises(SettingsError, match=f"^{variable} must be set"):
         load_settings()

@@ -190,7 +190,8 @@ def serve(
         return await keys.ensure_dev_key(store.api_keys, now=datetime.now(UTC))
 
     created = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
-    url = f"http://{settings.host}:{settings.port}/v1"
+    scheme = "http" if settings.tls_certificate is None else "https"
+    url = f"{scheme}://{settings.host}:{settings.port}/v1"
     if created is not None:
         click.echo('No active API key: created one named "dev" (shown only now):')
         click.echo(f"  {created}")
