@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 import subprocess
 from collections.abc import Callable
@@ -147,7 +148,16 @@ class Repository:
                 f"pg{n}-host-key-file": str(certs.key(backup)),
                 f"pg{n}-path": str(self.pgdata(index)),
                 f"pg{n}-port": str(self.ports[index]),
+                # The node's own files, which its remote process reads (production:
+                # the defaults); its lock-path among them.
+                f"pg{n}-host-config": str(self.config(name)),
+                f"pg{n}-host-config-include-path": str(self.include(name)),
             })  # fmt: skip
+        # The template's nodes past these (fewer than its three) are left out.
+        template = (DEPLOY / "pgbackrest" / "repository.conf").read_text()
+        for key, n in re.findall(r"^(pg(\d+)-[a-z-]+)=", template, re.MULTILINE):
+            if int(n) > len(self.nodes):
+                stanza[key] = []
         self._write(HOST, "repository.conf", {
             "repo1-path": str(self.root / "repo"),
             "tls-server-address": backup,
@@ -186,12 +196,17 @@ class Repository:
             if daemon is None:
                 self.servers[host] = self.start_server(host)
 
-    def start_server(self, host: str) -> Daemon:
-        """``pgbackrest server`` on ``host``; returns it once it accepts connections."""
-        daemon = Daemon(
-            self.hosts.run_in(host, [*self._argv(host), "server"], user=self.hosts.postgres),
-            log=self.root.parent / f"pgbackrest-{host}.log",
-        )  # fmt: skip
+    def start_server(self, host: str, *, sandbox: list[str] | None = None) -> Daemon:
+        """``pgbackrest server`` on ``host``; returns it once it accepts connections.
+        With ``sandbox``, the server's command line is appended to it and run as
+        root in the host: the sandbox becomes the PostgreSQL user itself."""
+        server = [*self._argv(host), "server"]
+        argv = (
+            self.hosts.run_in(host, [*sandbox, *server])
+            if sandbox is not None
+            else self.hosts.run_in(host, server, user=self.hosts.postgres)
+        )
+        daemon = Daemon(argv, log=self.root.parent / f"pgbackrest-{host}.log")
         address = self.hosts.addresses[host]
         wait_for(lambda: accepts(address, TLS_PORT), what=f"pgBackRest's TLS server on {host}")
         return daemon

@@ -51,6 +51,7 @@ from testbed.processes import (
     wait_for,
 )
 from tests.conftest import LiveServer, postgres_admin_url, run_sql
+from tests.deployment.test_systemd_unit import service_section
 
 pytestmark = pytest.mark.slow  # four real petstore serve processes per drill
 
@@ -553,6 +554,26 @@ def test_petstore_db_backup_refuses_an_existing_file_and_postgresql(tmp_path: Pa
 ZSTD_MAGIC, GZIP_MAGIC, ENCRYPTED_MAGIC = b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"Salted__"
 #: Where libpq and pgBackRest look for PostgreSQL's socket by default (Debian's).
 SOCKETS = "/var/run/postgresql"
+#: pgbackrest-server.service's file-system sandbox, as far as it can be made without
+#: systemd: in a mount namespace of its own every mount read-only (ProtectSystem=strict;
+#: /tmp too, where the unit has a private one), the paths given before ``--`` writable
+#: again (ReadWritePaths=), then the PostgreSQL user (User=) with no capability
+#: (CapabilityBoundingSet=) and no new privileges (NoNewPrivileges=) runs the command
+#: after ``--``. Run as ``sh -c SANDBOX sh PATH... -- COMMAND...`` by root.
+SANDBOX = """set -eu
+mount --make-rprivate /
+findmnt -rn -o TARGET | while read -r target; do
+  case $target in
+    /proc|/proc/*|/sys|/sys/*|/dev|/dev/*) ;;
+    *) mount -o remount,bind,ro "$target" ;;
+  esac
+done
+while [ "$1" != -- ]; do mount --bind "$1" "$1"; mount -o remount,bind,rw "$1"; shift; done
+shift
+exec setpriv --reuid=postgres --regid=postgres --init-groups --no-new-privs --bounding-set=-all \
+  --inh-caps=-all -- "$@"
+"""
+SERVER_UNIT = DEPLOY / "systemd" / "pgbackrest-server.service"
 
 
 @pytest.fixture
@@ -606,6 +627,27 @@ def start_node(network: hosts.Network, repository: backups.Repository, pgdata: P
     return node, url
 
 
+def sandbox(repository: backups.Repository, host: str) -> list[str]:
+    """:data:`SANDBOX` for ``host``'s TLS server, with the unit's ReadWritePaths= as
+    the test bed has them for that host (the test hosts share one file system: a
+    data node's /var/lib/pgbackrest, empty in production, is left out)."""
+    service = service_section(SERVER_UNIT)
+    assert service["ProtectSystem"] == ["strict"]
+    assert service["NoNewPrivileges"] == ["yes"]
+    assert service["CapabilityBoundingSet"] == [""]
+    assert service["User"] == ["postgres"]
+    root = repository.root
+    where = {
+        "/var/lib/pgbackrest": [root / "repo"] if host == backups.HOST else [],
+        "/var/log/pgbackrest": [root / "log" / host],
+        # Production's lock-path is /var/spool/pgbackrest/lock (deploy/pgbackrest/).
+        "/var/spool/pgbackrest": [root / "spool" / host, root / "lock" / host],
+    }
+    writable = [str(path) for paths in service["ReadWritePaths"] for unit_path in paths.split()
+                for path in where[unit_path]]  # fmt: skip
+    return ["unshare", "--mount", "sh", "-c", SANDBOX, "sh", *writable, "--"]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
 def test_the_pgbackrest_repository_is_encrypted_and_opens_with_its_passphrase_only(
     hosts_root: Path,
@@ -615,7 +657,9 @@ def test_the_pgbackrest_repository_is_encrypted_and_opens_with_its_passphrase_on
     clear nor holding an animal's name; with another passphrase on the repository
     host a restore is refused, naming the passphrase file, before the data directory
     is made; with the repository's own, the restore brings the animal back (the data
-    node gets the passphrase from the repository host, over TLS)."""
+    node gets the passphrase from the repository host, over TLS). Both TLS servers
+    run in pgbackrest-server.service's file-system sandbox (:data:`SANDBOX`): the
+    archive, the backup and the restore need no write outside its ReadWritePaths=."""
     network = hosts.Network(["db1", backups.HOST])
     pgdata, port = hosts_root / "db1" / "data", free_port()
     repository = backups.Repository(
@@ -629,7 +673,10 @@ def test_the_pgbackrest_repository_is_encrypted_and_opens_with_its_passphrase_on
         pgdata.parent.mkdir()
         give_to_postgres(pgdata.parent)
         node, url = start_node(network, repository, pgdata, port)
-        repository.start()
+        for host in repository.servers:
+            repository.servers[host] = repository.start_server(
+                host, sandbox=sandbox(repository, host)
+            )
         repository.create_stanza()
         with psycopg.connect(url, autocommit=True) as connection:
             connection.execute("CREATE TABLE pets (name text)")
