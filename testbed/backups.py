@@ -102,8 +102,11 @@ class Repository:
                 f"--config-include-path={self.include(host)}"]  # fmt: skip
 
     def node_env(self, index: int) -> dict[str, str]:
-        """What a data node's PostgreSQL needs in its environment to archive."""
-        return {"PGBACKREST_CONFIG": str(self.config(self.nodes[index]))}
+        """What a data node's PostgreSQL needs in its environment to archive (and,
+        restored, to read the archive)."""
+        node = self.nodes[index]
+        return {"PGBACKREST_CONFIG": str(self.config(node)),
+                "PGBACKREST_CONFIG_INCLUDE_PATH": str(self.include(node))}  # fmt: skip
 
     def prepare(self) -> None:
         """Make the certificates the hosts lack (deploy/tls/make-certificates),
