@@ -221,8 +221,8 @@ def _steps(
     cluster.repository.backup("full")
     time.sleep(load / 3)
     info = cluster.repository.info()
-    print(f"  repository: {len(info['backup'])} backups, WAL archived through "
-          f"{info['archive'][-1]['max']}", file=out)  # fmt: skip
+    print(f"  repository ({info['cipher']}): {len(info['backup'])} backups, WAL archived "
+          f"through {info['archive'][-1]['max']}", file=out)  # fmt: skip
 
 
 def _replay(
