@@ -104,6 +104,7 @@ class Cluster:
             backups.Repository(
                 root, self.hosts, nodes=[f"db{i + 1}" for i in range(NODES)],
                 ports=pg_ports[1:], pgdata=lambda i: self.postgres.pgdata(f"node{i + 1}"),
+                certificates=self.certificates,
             )
             if on_hosts
             else None
