@@ -229,10 +229,6 @@ def test_the_shipped_settings_files_name_no_url_the_service_refuses(
             monkeypatch.setenv(name, value)
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(secrets_dir(tmp_path)))
     monkeypatch.setenv("PETSTORE_CURSOR_SECRET", SECRET)
-    certificates = Certificates(tmp_path / "tls")  # where the file names /etc/petstore/tls
-    certificates.make("instance")
-    monkeypatch.setenv("PETSTORE_TLS_CERTIFICATE", str(certificates.certificate("instance")))
-    monkeypatch.setenv("PETSTORE_TLS_KEY", str(certificates.key("instance")))
     variable = "PETSTORE_BASE_URL" if environment == "production" else "PETSTORE_STAGING_BASE_URL"
     with pytest.raises(SettingsError, match=f"^{variable} must be set"):
         load_settings()
@@ -285,3 +281,20 @@ def test_serve_refuses_a_metrics_port_another_process_listens_on(tmp_path: Path)
     assert "PETSTORE_METRICS_PORT" in result.stderr
     assert "Serving" not in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_serve_refuses_a_tls_key_that_is_not_its_certificates(tmp_path: Path) -> None:
+    """Issue 59: the files are read before any worker starts; one line, exit 2, and
+    nothing of the key shown."""
+    certificates = Certificates(tmp_path / "tls")
+    certificates.make("127.0.0.1")
+    server = LiveServer(tmp_path, env={
+        "PETSTORE_TLS_CERTIFICATE": str(certificates.certificate("127.0.0.1")),
+        "PETSTORE_TLS_KEY": str(tmp_path / "tls" / "ca.key"),
+    })  # fmt: skip
+    refused = server.refused()
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "Error: PETSTORE_TLS_CERTIFICATE and PETSTORE_TLS_KEY must be a PEM certificate and "
+        "its own private key, not encrypted"
+    ]

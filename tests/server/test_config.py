@@ -23,6 +23,7 @@ from petstore.server.config import (
     SettingsError,
     load_settings,
 )
+from petstore.server.settings_checks import tls_problem
 from petstore.server.store import migrate
 from testbed.certificates import Certificates
 
@@ -917,19 +918,23 @@ def test_development_sends_what_it_is_told_to(monkeypatch: pytest.MonkeyPatch) -
     assert load_settings().database_url == REMOTE_DATABASE
 
 
-def test_a_tls_certificate_without_its_key_or_the_wrong_key_is_refused(
+def test_a_tls_certificate_without_its_key_is_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     certificate, key = tls_files(tmp_path)
     monkeypatch.setenv("PETSTORE_TLS_CERTIFICATE", str(certificate))
     with pytest.raises(SettingsError, match="go together: set both or neither"):
         load_settings()
-    monkeypatch.setenv("PETSTORE_TLS_KEY", str(tmp_path / "ca.key"))  # another key
-    with pytest.raises(SettingsError, match="its own private key") as raised:
-        load_settings()
-    assert "PRIVATE KEY" not in str(raised.value)
-    monkeypatch.setenv("PETSTORE_TLS_KEY", str(tmp_path / "missing.key"))
-    with pytest.raises(SettingsError, match="cannot be read: No such file"):
-        load_settings()
     monkeypatch.setenv("PETSTORE_TLS_KEY", str(key))
     assert load_settings().tls_key == key
+
+
+def test_serve_refuses_tls_files_it_cannot_serve_with_and_names_them(tmp_path: Path) -> None:
+    """The files are serve's alone: another command (db upgrade, keys) needs none."""
+    certificate, key = tls_files(tmp_path)
+    assert tls_problem(certificate, key) is None
+    wrong = tls_problem(certificate, tmp_path / "ca.key")  # the CA's key, not its own
+    assert "its own private key" in str(wrong)
+    assert "PRIVATE KEY" not in str(wrong)
+    missing = tls_problem(certificate, tmp_path / "missing.key")
+    assert "cannot be read: No such file" in str(missing)

@@ -9,7 +9,8 @@ load from client workers each on a host of its own.
 The history must hold no anomaly (a phantom read or an animal stored after a definite
 error included), the rate-limit probe's key must be held to its limit while Redis
 answers, fail open while it is cut off and be counted again within 5 s of its return,
-the data nodes must agree with each other and with the service, and
+the data nodes must agree with each other and with the service, nothing secret may
+cross the network between hosts in clear (every packet is captured), and
 no operation may fail: the longest time without a successful create in these faults
 is about 15 s, and about 20 s with the monitor and the primary lost and 4 s held
 (docs/reliability.md), within the client's own retries (310 s at most, about 30 s of
@@ -54,7 +55,7 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
 
     counts = chaos_network.run(
         root, seed=24, duration=0, workers=3, kinds=list(faults.SHORT_RUN), hold=4.0,
-        settle=1.0, instances=2, out=out, then=drill,
+        settle=1.0, instances=2, out=out, then=drill, capture=True,
     )  # fmt: skip
     print(out.getvalue(), drill_out.getvalue())
     lines = out.getvalue().splitlines()
@@ -72,6 +73,10 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
     assert any(line.startswith("  rate limit (3/second, one key): ") for line in lines)
     assert counts["failed"] == 0
     assert counts["broken"] == 0
+    # Issue 59: every packet between hosts captured, and no key, key hash, animal's
+    # name or password in clear in any of them; the canary sent in clear was seen.
+    assert (counts["in_clear"], counts["blind"]) == (0, 0)
+    assert any(line.startswith("  wire: ") and "in clear: none" in line for line in lines)
     assert lines[-1] == (
         f"chaos-network: operations {counts['operations']}, acknowledged "
         f"{counts['acknowledged']}, faults 6 of 6 kinds, lost 0, duplicated 0, stale 0, "

@@ -21,7 +21,7 @@ from petstore.cli import backup
 from petstore.cli.keys import keys_group
 from petstore.cli.listening import check_exposure, http_options
 from petstore.cli.pets import pets_group
-from petstore.cli.store import settings_or_usage_error, with_store
+from petstore.cli.store import BadSettings, settings_or_usage_error, with_store
 from petstore.server import shutdown
 from petstore.server.config import (
     Environment,
@@ -29,6 +29,7 @@ from petstore.server.config import (
     UnsupportedDatabaseError,
 )
 from petstore.server.rules import keys
+from petstore.server.settings_checks import tls_problem
 from petstore.server.store import Store, migrate
 from petstore.server.telemetry import logs
 from petstore.text import printable
@@ -171,6 +172,8 @@ def serve(
     settings = settings_or_usage_error(
         host=host, port=port, workers=workers, migrate_on_start=migrate
     )
+    if (unusable := tls_problem(settings.tls_certificate, settings.tls_key)) is not None:
+        raise BadSettings(unusable)
     create_dev_key = creates_dev_key(settings.environment, dev_key)
     # Workers build their app from the environment: hand them the same settings.
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):

@@ -14,8 +14,8 @@ def contradictions(
 ) -> list[str]:  # fmt: skip
     """What these settings ask that cannot be done together: a drain not shorter than
     the shutdown timeout, a metrics port with several workers or on the API's port,
-    and a TLS certificate without its key or the reverse, or files
-    :func:`tls_problem` refuses."""
+    and a TLS certificate without its key or the reverse. The files themselves are
+    ``serve``'s to read (:func:`tls_problem`): another command needs none."""
     problems = []
     if drain_seconds >= timeout_seconds:
         problems.append(
@@ -27,10 +27,12 @@ def contradictions(
             problems.append("PETSTORE_METRICS_PORT needs PETSTORE_WORKERS=1")
         if metrics_port == port:
             problems.append("PETSTORE_METRICS_PORT must differ from PETSTORE_PORT")
-    problem = tls_problem(tls_certificate, tls_key)
-    if problem is not None:
-        problems.append(problem)
+    if (tls_certificate is None) != (tls_key is None):
+        problems.append(_NOT_ALONE)
     return problems
+
+
+_NOT_ALONE = "PETSTORE_TLS_CERTIFICATE and PETSTORE_TLS_KEY go together: set both or neither"
 
 
 def tls_problem(certificate: Path | None, key: Path | None) -> str | None:
@@ -41,7 +43,7 @@ def tls_problem(certificate: Path | None, key: Path | None) -> str | None:
     if certificate is None and key is None:
         return None
     if certificate is None or key is None:
-        return "PETSTORE_TLS_CERTIFICATE and PETSTORE_TLS_KEY go together: set both or neither"
+        return _NOT_ALONE
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(certificate, key)
