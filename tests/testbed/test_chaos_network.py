@@ -3,7 +3,8 @@ same deployment: the deployment of deploy/ on test hosts (one
 network namespace per part, every data node archiving to a pgBackRest repository on
 a host of its own), one of each fault that cuts links (an instance cut from
 the database, the primary isolated, a secondary cut off and the primary killed, Redis
-cut off, packets lost) and the monitor lost while the primary is lost (D27), under
+cut off, packets lost), the monitor lost while the primary is lost (D27) and every
+certificate renewed in place (docs/operations/tls.md), under
 load from client workers each on a host of its own.
 
 The history must hold no anomaly (a phantom read or an animal stored after a definite
@@ -61,7 +62,7 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "chaos-network seed 24: replay with --seed 24"
     assert counts["acknowledged"] > 300
-    assert counts["kinds"] == counts["faults"] == len(faults.SHORT_RUN) == 6
+    assert counts["kinds"] == counts["faults"] == len(faults.SHORT_RUN) == 7
     anomalies = (
         "lost", "duplicated", "stale", "skipped", "phantom", "stored_after_error", "reused",
         "not_increasing", "nodes_differ", "over_limit", "late_limit",
@@ -79,14 +80,18 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
     assert any(line.startswith("  wire: ") and "in clear: none" in line for line in lines)
     assert lines[-1] == (
         f"chaos-network: operations {counts['operations']}, acknowledged "
-        f"{counts['acknowledged']}, faults 6 of 6 kinds, lost 0, duplicated 0, stale 0, "
+        f"{counts['acknowledged']}, faults 7 of 7 kinds, lost 0, duplicated 0, stale 0, "
         f"skipped 0, phantom 0, stored after an error 0, nodes agree, "
         f"failed 0 of {counts['operations']} (retry budget 310 s), "
-        f"D27 missed {counts['d27_missed']} of 4"
+        f"D27 missed {counts['d27_missed']} of 5"
     )
-    # D27 judges the four single-host kinds, one line each, and names the two others.
+    # D27 judges the five single-host kinds, one line each, and names the two others.
     judged = [line for line in lines if line.startswith("  D27 ") and "not judged" not in line]
-    assert len(judged) == counts["d27_judged"] == 4
+    assert len(judged) == counts["d27_judged"] == 5
+    # Every server serves a renewed certificate, read from its new handshakes, and no
+    # operation failed meanwhile (failed 0 above): the balancers, 2 instances, the
+    # monitor, 3 data nodes, Redis and 4 pgBackRest servers.
+    assert "  measured: certificates renewed: 12 servers serve a new one" in lines
     assert sum("MISSED" in line for line in judged) == counts["d27_missed"]
     assert lines.index(judged[0]) > max(i for i, line in enumerate(lines) if line.startswith("| "))
     rows = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ")]
