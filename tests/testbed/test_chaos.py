@@ -9,8 +9,11 @@ duplicate and fail nothing.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shutil
+import socket
+import ssl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +94,7 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         )
         standbys = _synchronous_standbys(topology.postgres.node_url(0))
         assert standbys.count("pgautofailover_standby_") == 2
+        _every_server_refuses_what_is_not_verified_tls(topology)
         # No instance in rotation, their unchecked backups in maintenance too (an
         # operator's stop of every one): HAProxy's own answer.
         for name in ("i1", "i2", "i1-backup", "i2-backup"):
@@ -115,6 +119,46 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     assert not root.exists()
     assert all(not processes.group_alive(group) for group in groups)
     assert not any(cluster.listening(port) for port in ports)
+
+
+def _every_server_refuses_what_is_not_verified_tls(topology: cluster.Cluster) -> None:
+    """Issue 59: PostgreSQL (every node and the monitor) refuses a connection without
+    TLS, and its clients' connections are TLS with the server verified; a client
+    that trusts another CA refuses PostgreSQL, Redis and an instance; Redis and the
+    instances answer nothing in clear."""
+    pg, certificates = topology.postgres, topology.certificates
+    urls = [pg.monitor_url, *(pg.node_url(i) for i in range(len(pg.node_ports)))]
+    for url in urls:
+        plain = url.replace("sslmode=verify-full", "sslmode=disable")
+        with pytest.raises(psycopg.OperationalError, match="no encryption"):
+            psycopg.connect(plain, connect_timeout=5).close()
+    with psycopg.connect(pg.node_url(0)) as connection:
+        rows = connection.execute(
+            "SELECT a.usename, s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+            "WHERE a.client_addr IS NOT NULL"
+        ).fetchall()
+    # The instances (petstore), the secondaries (streaming) and this harness.
+    assert {"petstore", "pgautofailover_replicator", "postgres"} <= {user for user, _ in rows}
+    assert all(ssl for _, ssl in rows)
+    other = cluster.Certificates(topology.root / "another-ca")
+    other.make("127.0.0.1")
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        psycopg.connect(pg.node_url(0).replace(str(certificates.ca), str(other.ca))).close()
+    address, port = topology.hosts.addresses["redis"], topology.redis_port
+    with socket.create_connection((address, port), timeout=5) as conn:
+        conn.sendall(b"PING\r\n")
+        with contextlib.suppress(ConnectionResetError):  # TLS only: no Redis answer in clear
+            assert not conn.recv(64).startswith(b"+PONG")
+    strangers = ssl.create_default_context(cafile=other.ca)
+    for target in [(address, port), ("127.0.0.1", topology.instance_ports[0])]:
+        with (
+            socket.create_connection(target, timeout=5) as raw,
+            pytest.raises(ssl.SSLCertVerificationError),
+        ):
+            strangers.wrap_socket(raw, server_hostname=target[0])
+    instance = f"http://127.0.0.1:{topology.instance_ports[0]}/healthz"
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(instance, timeout=5)  # TLS only: no plain HTTP answer
 
 
 def _synchronous_standbys(url: str) -> str:
