@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from petstore import __version__
 from petstore.cli import backup
 from petstore.cli.keys import keys_group
 from petstore.cli.listening import check_exposure, http_options
@@ -38,7 +39,7 @@ _PORT_SETTING = "--port (or PETSTORE_PORT)"
 
 
 @click.group()
-@click.version_option(package_name="petstore")
+@click.version_option(__version__, prog_name="petstore")
 def main() -> None:
     """Petstore: the Pet Store Service Interface v1.0.0 over HTTP/JSON.
 
