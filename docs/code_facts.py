@@ -78,21 +78,23 @@ def accepts(annotation: Any, metadata: list[Any]) -> str:
     if typing.get_origin(annotation) is typing.Annotated:
         annotation, *extra = typing.get_args(annotation)
         metadata = [*metadata, *(m for item in extra for m in getattr(item, "metadata", [item]))]
-    bounds = [
-        _BOUNDS[name].format(_number(getattr(item, name)))
+    bounds = {
+        name: _number(getattr(item, name))
         for item in metadata
         for name in _BOUNDS
         if getattr(item, name, None) is not None
-    ]
+    }
     words = _type_words(annotation)
-    if bounds:
-        words = f"{words}, {' and '.join(bounds)}"
+    if set(bounds) == {"ge", "le"}:
+        words = f"{words} from {bounds['ge']} to {bounds['le']}"
+    elif bounds:
+        words += ", " + " and ".join(_BOUNDS[name].format(value) for name, value in bounds.items())
     return f"{words}; or unset" if optional else words
 
 
 def _type_words(annotation: Any) -> str:
     if annotation is bool:
-        return "`true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`, in any case)"
+        return "`true` or `false` (also `1` or `0`, `yes` or `no`, `on` or `off`, in any case)"
     if annotation is int:
         return "a whole number"
     if annotation is float:
@@ -150,12 +152,16 @@ def settings_markdown(settings: type[Settings], *, run_page: str) -> str:
         part = [f"## `{variable}`", ""]
         if said.strip():
             part += [markdown(said.strip()), ""]
-        part += ["Accepts", f": {accepts(field.annotation, field.metadata)}", ""]
-        part += ["Default", f": {default(field)}", ""]
+        part += [
+            f"- Accepts {accepts(field.annotation, field.metadata)}.",
+            f"- Default: {default(field)}.",
+        ]
         if variable in sections:
             title, anchor = sections[variable]
-            part += ["When to change it", f": [Running Petstore: {title}](../operations/run.md#{anchor})", ""]
-        parts.append("\n".join(part))
+            part.append(
+                f"- When to change it: [Running Petstore, {title}](../operations/run.md#{anchor})."
+            )
+        parts.append("\n".join([*part, ""]))
     return "\n".join(parts)
 
 

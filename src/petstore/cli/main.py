@@ -43,7 +43,7 @@ _PORT_SETTING = "--port (or PETSTORE_PORT)"
 def main() -> None:
     """Petstore: the Pet Store Service Interface v1.0.0 over HTTP/JSON.
 
-    Settings come from PETSTORE_* environment variables (see the README).
+    Settings come from PETSTORE_* environment variables (docs/reference/settings.md).
     """
 
 
