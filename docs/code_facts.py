@@ -3,7 +3,7 @@
 ``{petstore-settings}`` writes one section per field of
 :class:`petstore.server.config.Settings`: its variable, what it accepts (from the
 field's type and bounds), its default and its ``#:`` comment, with a link to the
-table row of docs/operations/run.md that says when to change it.
+section of the operations pages that explains it (:data:`EXPLAINING`).
 ``{petstore-migrations}`` lists the schema's migrations from the migrations folder,
 the newest being the revision ``petstore db upgrade`` prints.
 
@@ -32,14 +32,18 @@ from petstore.server.config import Settings
 from petstore.server.store import migrate
 
 DOCS = Path(__file__).parent
-#: The page whose tables say when to change each setting.
-RUN_PAGE = DOCS / "operations" / "run.md"
+#: The pages that explain settings, relative to docs/, in the order they are looked
+#: in: a setting's row in a table of the first (when to change it), else the first
+#: section of any that names it.
+EXPLAINING = ("operations/run.md", "operations/tls.md", "performance.md", "operations/deploy.md")
 
 # ``code`` and :role:`target` of reStructuredText, as the code's comments write them.
 _RST_LITERAL = re.compile(r"``(.+?)``")
 _RST_ROLE = re.compile(r":[a-z]+:`~?\.?([^`]+)`")
+_TITLE = re.compile(r"^# +(.+?) *$", flags=re.MULTILINE)
 _HEADING = re.compile(r"^(#{2,6}) +(.+?) *$")
 _ROW = re.compile(r"^\| *`(PETSTORE_[A-Z0-9_]+)` *\|")
+_NAMED = re.compile(r"`(PETSTORE_[A-Z0-9_]+)[`=]")
 _BOUNDS = {"ge": "at least {}", "gt": "more than {}", "le": "at most {}", "lt": "less than {}"}
 
 
@@ -55,17 +59,27 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def run_page_sections(text: str) -> dict[str, tuple[str, str]]:
-    """Each variable of a table row of run.md (`` | `PETSTORE_X` | ``) with the title
-    and anchor of the heading above its row."""
-    sections: dict[str, tuple[str, str]] = {}
-    heading = ""
-    for line in text.splitlines():
-        if found := _HEADING.match(line):
-            heading = found.group(2)
-        elif (row := _ROW.match(line)) and heading and row.group(1) not in sections:
-            sections[row.group(1)] = (heading.replace("`", ""), slug(heading))
-    return sections
+def explained_where(pages: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """Each variable the pages (path, text) explain, with a link's text and target:
+    the section above its row in a table (`` | `PETSTORE_X` | ``) of any page first,
+    else the first section that names it (`` `PETSTORE_X` `` or ``PETSTORE_X=``)."""
+    rows: dict[str, tuple[str, str]] = {}
+    named: dict[str, tuple[str, str]] = {}
+    for path, text in pages:
+        title = (found.group(1) if (found := _TITLE.search(text)) else path).replace("`", "")
+        heading = ""
+        for line in re.sub(r"```.*?```", "", text, flags=re.DOTALL).splitlines():
+            if found := _HEADING.match(line):
+                heading = found.group(2)
+                continue
+            if not heading:
+                continue
+            link = (f"{title}: {heading.replace('`', '')}", f"{path}#{slug(heading)}")
+            if row := _ROW.match(line):
+                rows.setdefault(row.group(1), link)
+            for variable in _NAMED.findall(line):
+                named.setdefault(variable, link)
+    return {**named, **rows}
 
 
 def accepts(annotation: Any, metadata: list[Any]) -> str:
@@ -140,11 +154,12 @@ def default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
-def settings_markdown(settings: type[Settings], *, run_page: str) -> str:
-    """One section per setting, in the order of the class (its groups by topic)."""
+def settings_markdown(settings: type[Settings], *, pages: list[tuple[str, str]]) -> str:
+    """One section per setting, in the order of the class (its groups by topic), each
+    linking to where ``pages`` (paths relative to docs/, and texts) explain it."""
     prefix = str(settings.model_config.get("env_prefix", ""))
     comments = ModuleAnalyzer.for_module(settings.__module__).find_attr_docs()
-    sections = run_page_sections(run_page)
+    sections = explained_where(pages)
     parts = []
     for name, field in settings.model_fields.items():
         variable = f"{prefix}{name.upper()}"
@@ -157,10 +172,8 @@ def settings_markdown(settings: type[Settings], *, run_page: str) -> str:
             f"- Default: {default(field)}.",
         ]
         if variable in sections:
-            title, anchor = sections[variable]
-            part.append(
-                f"- When to change it: [Running Petstore, {title}](../operations/run.md#{anchor})."
-            )
+            text, target = sections[variable]
+            part.append(f"- Explained in [{text}](../{target}).")
         parts.append("\n".join([*part, ""]))
     return "\n".join(parts)
 
@@ -186,8 +199,11 @@ class SettingsDirective(SphinxDirective):
     """``{petstore-settings}``: the settings reference."""
 
     def run(self) -> list[Any]:
-        self.env.note_dependency(str(RUN_PAGE))
-        text = settings_markdown(Settings, run_page=RUN_PAGE.read_text(encoding="utf-8"))
+        pages = []
+        for path in EXPLAINING:
+            self.env.note_dependency(str(DOCS / path))
+            pages.append((path, (DOCS / path).read_text(encoding="utf-8")))
+        text = settings_markdown(Settings, pages=pages)
         return self.parse_text_to_nodes(text, allow_section_headings=True)
 
 

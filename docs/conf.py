@@ -38,7 +38,7 @@ myst_enable_extensions = ["deflist"]
 highlight_language = "none"
 
 # Every page's headings get GitHub's anchors, so that links such as
-# `run.md#2-settings` work on the site as on GitHub, and are checked.
+# `run.md#settings` work on the site as on GitHub, and are checked.
 myst_heading_anchors = 4
 
 # nitpicky: a reference in a docstring that finds nothing is an error (make docs runs

@@ -75,9 +75,11 @@ class Balancers:
         address); returns once that HAProxy accepts connections."""
         config = self.root / f"haproxy-{name}.cfg"
         servers = list(enumerate(self.servers, 1))
-        lines = [f"    server i{n} {at}:{port}\n" for n, (at, port) in servers]
+        # Each instance's certificate is named by its address (testbed.certificates).
+        lines = [f"    server i{n} {at}:{port} verifyhost {at}\n" for n, (at, port) in servers]
         lines += [
-            f"    server i{n}-backup {at}:{port} backup no-check\n" for n, (at, port) in servers
+            f"    server i{n}-backup {at}:{port} verifyhost {at} backup no-check\n"
+            for n, (at, port) in servers
         ]
         config.write_text((DEPLOY / "haproxy.cfg").read_text() + "".join(lines))
         own = self.hosts.addresses[name]
@@ -88,6 +90,7 @@ class Balancers:
             PETSTORE_LB_BIND=f"{listen}:{self.port}",
             PETSTORE_LB_REDIRECT_BIND=f"{listen}:{self.redirect_port}",
             PETSTORE_LB_CERTIFICATE=str(self.certificates.pem(CERTIFICATE)),
+            PETSTORE_LB_INSTANCES_CA=str(self.certificates.ca),
             PETSTORE_LB_STATS_SOCKET=str(self.socket(name)),
             PETSTORE_LB_MAXCONN="2000",  # within this machine's open-files limit
         )

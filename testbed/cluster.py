@@ -104,6 +104,7 @@ class Cluster:
             backups.Repository(
                 root, self.hosts, nodes=[f"db{i + 1}" for i in range(NODES)],
                 ports=pg_ports[1:], pgdata=lambda i: self.postgres.pgdata(f"node{i + 1}"),
+                certificates=self.certificates,
             )
             if on_hosts
             else None
@@ -160,7 +161,8 @@ class Cluster:
             raise
 
     def _start(self) -> str:
-        servers = ["monitor", *(f"db{i + 1}" for i in range(NODES)), "redis"]
+        apps = [f"app{i + 1}" for i in range(len(self.instances))]
+        servers = [*apps, "monitor", *(f"db{i + 1}" for i in range(NODES)), "redis"]
         self.certificates.make(*dict.fromkeys(self.hosts.addresses[name] for name in servers))
         self.certificates.give_to_postgres()
         self.start_redis()
@@ -270,9 +272,13 @@ class Cluster:
         says ``"rateLimits": "ok"`` (not failing open)."""
         for index, daemon in enumerate(self.instances):
             address = self.hosts.addresses[f"app{index + 1}"]
-            url = f"http://{address}:{self.instance_ports[index]}/readyz"
+            url = f"https://{address}:{self.instance_ports[index]}/readyz"
+            trust = self.balancers.trust()
             try:
-                ready = daemon is None or httpx.get(url, timeout=2).json()["rateLimits"] == "ok"
+                ready = (
+                    daemon is None
+                    or httpx.get(url, timeout=2, verify=trust).json()["rateLimits"] == "ok"
+                )
             except (httpx.HTTPError, ValueError, KeyError):
                 ready = False
             if not ready:
@@ -283,13 +289,19 @@ class Cluster:
         """Start instance ``index`` (``petstore serve`` on its port); returns once it
         answers ``/readyz``."""
         port, address = self.instance_ports[index], self.hosts.addresses[f"app{index + 1}"]
+        trust = self.balancers.trust()
         self.instances[index] = start(
             self.hosts.run_in(f"app{index + 1}", [sys.executable, "-m", "petstore", "serve"]),
-            ready=lambda: answers(port, "/readyz", host=address),
+            ready=lambda: answers(port, "/readyz", host=address, tls=trust),
             what=f"instance {index + 1}",
             log=self.root / f"instance{index + 1}.log",
-            env={**self.instance_env(), "PETSTORE_PORT": str(port), "PETSTORE_HOST": address},
-        )
+            env={
+                **self.instance_env(), "PETSTORE_PORT": str(port), "PETSTORE_HOST": address,
+                # Its own port over TLS, with the certificate of its address.
+                "PETSTORE_TLS_CERTIFICATE": str(self.certificates.certificate(address)),
+                "PETSTORE_TLS_KEY": str(self.certificates.key(address)),
+            },
+        )  # fmt: skip
 
     def stop_instance(self, index: int, signum: int = signal.SIGTERM) -> None:
         """Send ``signum`` to instance ``index`` (SIGKILL: the whole process group) and

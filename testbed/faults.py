@@ -19,6 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed import renewal
 from testbed.availability import D27, D27_LOSSY, D27_PRIMARY, Bound
 from testbed.cluster import Cluster
 from testbed.disks import refuses_writes
@@ -53,6 +54,7 @@ KINDS = (
     "active load balancer's host lost",
     "active load balancer paused",
     "data node's disk full",
+    "certificates renewed",
 )
 #: The kinds that take two hosts by design (two data nodes, or the monitor with the
 #: primary): outside D27, which bounds the loss of one host.
@@ -87,9 +89,10 @@ BOUNDS: dict[str, Bound] = {
 #: The kind that needs each data node's folder on a small disk of its own.
 DISK_FULL = "data node's disk full"
 
-#: The short run of ``make test``: the partitions, and the monitor lost with the
-#: primary (D27: what that does is shown by a test).
-SHORT_RUN = (*PARTITIONS, "monitor lost while the primary is lost")
+#: The short run of ``make test``: the partitions, the monitor lost with the primary
+#: (D27: what that does is shown by a test), and every certificate renewed in place
+#: (docs/operations/tls.md: without downtime).
+SHORT_RUN = (*PARTITIONS, "monitor lost while the primary is lost", "certificates renewed")
 
 Fault = Callable[[], None]
 
@@ -344,6 +347,10 @@ def faults(
         whole()
         notes.measured.append(f"{paused} resumed: the address is on {', '.join(lbs.holders())}")
 
+    def renew_certificates() -> None:
+        renewed = renewal.renew(cluster)
+        notes.measured.append(f"certificates renewed: {len(renewed)} servers serve a new one")
+
     def fill_disk() -> None:
         # The primary's: a create that needs a new page fails there (503, nothing
         # acknowledged); one that fits a page already allocated (space freed by
@@ -367,7 +374,7 @@ def faults(
              pause_instance, pause_primary, lose_node, kill_instance, rolling_restart,
              restart_redis, both_secondaries_then_primary, lose_monitor, mute_instance,
              deafen_primary, slow_link, lose_monitor_and_primary, lose_balancer,
-             pause_balancer, fill_disk],
+             pause_balancer, fill_disk, renew_certificates],
             strict=True,
         )
     )  # fmt: skip

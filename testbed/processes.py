@@ -18,6 +18,7 @@ import http.client
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -49,11 +50,18 @@ def listening(port: int, *, host: str = "127.0.0.1") -> bool:
         return probe.connect_ex((host, port)) == 0
 
 
-def answers(port: int, path: str = "/healthz", *, host: str = "127.0.0.1") -> bool:
-    """The readiness probe: whether ``GET path`` on ``http://host:port`` answers 200
-    within a second (``/healthz``: the process serves; ``/readyz``: it also reaches
-    its database and is not draining). False on any connection or protocol error."""
-    connection = http.client.HTTPConnection(host, port, timeout=1)
+def answers(
+    port: int, path: str = "/healthz", *, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None
+) -> bool:
+    """The readiness probe: whether ``GET path`` on ``http://host:port`` (with
+    ``tls``, ``https://``, the server verified by it) answers 200 within a second
+    (``/healthz``: the process serves; ``/readyz``: it also reaches its database and
+    is not draining). False on any connection, TLS or protocol error."""
+    connection = (
+        http.client.HTTPConnection(host, port, timeout=1)
+        if tls is None
+        else http.client.HTTPSConnection(host, port, timeout=1, context=tls)
+    )
     try:
         connection.request("GET", path)
         return connection.getresponse().status == 200

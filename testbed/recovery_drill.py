@@ -106,7 +106,7 @@ class Readiness:
         lbs, failed = self.cluster.balancers, False
         with self.cluster.harness():
             while not self._stop.is_set():
-                ready = answers(lbs.port, "/readyz", host=lbs.address)
+                ready = answers(lbs.port, "/readyz", host=lbs.address, tls=lbs.trust())
                 if ready and failed:
                     self.ready_at = time.monotonic()
                     return
@@ -221,8 +221,8 @@ def _steps(
     cluster.repository.backup("full")
     time.sleep(load / 3)
     info = cluster.repository.info()
-    print(f"  repository: {len(info['backup'])} backups, WAL archived through "
-          f"{info['archive'][-1]['max']}", file=out)  # fmt: skip
+    print(f"  repository ({info['cipher']}): {len(info['backup'])} backups, WAL archived "
+          f"through {info['archive'][-1]['max']}", file=out)  # fmt: skip
 
 
 def _replay(

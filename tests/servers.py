@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+from testbed.certificates import Certificates
 from testbed.processes import (
     Daemon,
     ServerUnavailableError,
@@ -49,6 +51,8 @@ __all__ = ["LiveServer", "ServerUnavailableError", "postgres_server", "redis_ser
 _HINT = "postgresql (make test installs it), or set PETSTORE_TEST_POSTGRES_URL"
 #: Set by ``pytest --in-process`` (``make check``): no server process may start.
 IN_PROCESS_ONLY = "PETSTORE_TEST_IN_PROCESS"
+#: The address a :class:`LiveServer` listens on, and the name its certificate holds.
+LOOPBACK = "127.0.0.1"
 
 
 def refuse_in_process(what: str) -> None:
@@ -160,17 +164,31 @@ def redis_server() -> Iterator[str]:
 class LiveServer:
     """A real ``petstore serve`` process on a free loopback port, on the SQLite file
     ``root/data/petstore.db`` unless ``env`` names another database; ``env`` wins
-    over ours (which has no PETSTORE_* variable of the caller's)."""
+    over ours (which has no PETSTORE_* variable of the caller's). With ``tls``, it
+    serves TLS with the certificate of ``127.0.0.1`` that ``tls`` holds (made here
+    when missing), and :attr:`trust` verifies it."""
 
-    def __init__(self, root: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, *, env: dict[str, str] | None = None, tls: Certificates | None = None
+    ) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'http' if tls is None else 'https'}://127.0.0.1:{self.port}"
         self.database_url = f"sqlite:///{root / 'data' / 'petstore.db'}"
         self.log = root / "serve.log"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
         self.env.update(
             {"PETSTORE_DATABASE_URL": self.database_url, "PETSTORE_PORT": str(self.port)}
         )
+        #: What verifies the server's certificate (None: plain HTTP).
+        self.trust: ssl.SSLContext | None = None
+        if tls is not None:
+            if not tls.certificate(LOOPBACK).exists():
+                tls.make(LOOPBACK)
+            self.env.update(
+                PETSTORE_TLS_CERTIFICATE=str(tls.certificate(LOOPBACK)),
+                PETSTORE_TLS_KEY=str(tls.key(LOOPBACK)),
+            )
+            self.trust = ssl.create_default_context(cafile=tls.ca)
         # What a killed server leaves in its temporary folder stays in the test's.
         self.env["TMPDIR"] = str(root)
         self.env.update(env or {})
@@ -189,7 +207,7 @@ class LiveServer:
         refuse_in_process("petstore serve")
         self.daemon = start(
             [sys.executable, "-m", "petstore", "serve", *args],
-            ready=partial(answers, self.port, "/healthz"),
+            ready=partial(answers, self.port, "/healthz", tls=self.trust),
             what="petstore serve",
             log=self.log,
             env=self.env,

@@ -118,7 +118,9 @@ def check_tls(files: dict[str, Path]) -> None:
     (issue 59): the database URL of the Deployment and the migration Job asks libpq
     for ``sslmode=verify-full`` with ``sslrootcert`` a file of a Secret mounted
     read-only; the Deployment's Redis URL is ``rediss://`` with ``ssl_ca_certs`` such
-    a file, and turns neither check off. A container's ``env`` wins over its
+    a file, and turns neither check off; the Deployment's pods serve TLS
+    (``PETSTORE_TLS_CERTIFICATE`` and ``PETSTORE_TLS_KEY`` files of a Secret mounted
+    read-only) and are probed over HTTPS. A container's ``env`` wins over its
     ``envFrom``, as in the kubelet. Raises CheckError naming the overlay, the object
     and what is missing."""
     for overlay in VERIFIED:
@@ -139,6 +141,13 @@ def check_tls(files: dict[str, Path]) -> None:
             _check_mounted(where, pod, container, database.get("sslrootcert"), "sslrootcert")
             if kind != "Deployment":
                 continue
+            for setting in ("PETSTORE_TLS_CERTIFICATE", "PETSTORE_TLS_KEY"):
+                _check_mounted(where, pod, container, env.get(setting), setting)
+            probes = [
+                container.get(f"{kind}Probe", {}) for kind in ("startup", "liveness", "readiness")
+            ]
+            if any(probe.get("httpGet", {}).get("scheme") != "HTTPS" for probe in probes):
+                raise CheckError(f"{where}: a probe is not HTTPS, while the pod serves TLS")
             redis = env.get("PETSTORE_REDIS_URL") or ""
             query = _query(redis)
             if not redis.startswith("rediss://") or query.get("ssl_cert_reqs", "required") != (
@@ -164,7 +173,7 @@ def _check_mounted(
     """``path`` (the URL parameter ``name``) is a file of a Secret volume that
     ``container`` mounts read-only. Raises CheckError otherwise."""
     if not path:
-        raise CheckError(f"{where}: the URL names no CA ({name})")
+        raise CheckError(f"{where}: no file is named by {name}")
     volumes = {volume["name"]: volume for volume in pod.get("volumes", [])}
     for mount in container.get("volumeMounts", []):
         if PurePosixPath(path).is_relative_to(mount["mountPath"]):

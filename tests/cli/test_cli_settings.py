@@ -23,6 +23,7 @@ from dotenv import dotenv_values
 
 from petstore.cli.main import main
 from petstore.server.config import SettingsError, load_settings
+from testbed.certificates import Certificates
 from tests.servers import LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,3 +281,20 @@ def test_serve_refuses_a_metrics_port_another_process_listens_on(tmp_path: Path)
     assert "PETSTORE_METRICS_PORT" in result.stderr
     assert "Serving" not in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_serve_refuses_a_tls_key_that_is_not_its_certificates(tmp_path: Path) -> None:
+    """Issue 59: the files are read before any worker starts; one line, exit 2, and
+    nothing of the key shown."""
+    certificates = Certificates(tmp_path / "tls")
+    certificates.make("127.0.0.1")
+    server = LiveServer(tmp_path, env={
+        "PETSTORE_TLS_CERTIFICATE": str(certificates.certificate("127.0.0.1")),
+        "PETSTORE_TLS_KEY": str(tmp_path / "tls" / "ca.key"),
+    })  # fmt: skip
+    refused = server.refused()
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "Error: PETSTORE_TLS_CERTIFICATE and PETSTORE_TLS_KEY must be a PEM certificate and "
+        "its own private key, not encrypted"
+    ]

@@ -8,10 +8,16 @@ service sees: every animal acknowledged before the backup, the original answer t
 replayed Idempotency-Key (D16), keys as they were at backup time until the runbook
 revokes them again, and an id counter that never reissues an id (D5) once step 5
 moves it, and does reissue one when that step is skipped.
+
+And the pgBackRest repository at rest, on two test hosts with deploy/pgbackrest/'s
+configuration (:mod:`testbed.backups`): every file in it encrypted, a restore refused
+with a passphrase that is not the repository's, and one with the right passphrase
+bringing the data back.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -19,6 +25,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,8 +41,18 @@ from psycopg.conninfo import conninfo_to_dict
 
 from petstore.cli.main import main
 from petstore.server.store import migrate
-from testbed.processes import program
+from testbed import DEPLOY, backups, hosts
+from testbed.processes import (
+    Daemon,
+    ServerUnavailableError,
+    free_port,
+    give_to_postgres,
+    postgres_user,
+    program,
+    wait_for,
+)
 from tests.conftest import LiveServer, postgres_admin_url, run_sql
+from tests.deployment.test_systemd_unit import service_section
 
 pytestmark = pytest.mark.slow  # four real petstore serve processes per drill
 
@@ -530,3 +547,176 @@ def test_petstore_db_backup_refuses_an_existing_file_and_postgresql(tmp_path: Pa
     assert postgres.exit_code == 2
     assert "pgBackRest" in postgres.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["petstore.db", "taken.db"]
+
+
+#: The magic numbers a file of pgBackRest's repository starts with when it is
+#: compressed and not encrypted (zstd, gzip), and when it is encrypted (OpenSSL's
+#: salted format, which pgBackRest's aes-256-cbc writes).
+ZSTD_MAGIC, GZIP_MAGIC, ENCRYPTED_MAGIC = b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"Salted__"
+#: Where libpq and pgBackRest look for PostgreSQL's socket by default (Debian's).
+SOCKETS = "/var/run/postgresql"
+#: pgbackrest-server.service's file-system sandbox, as far as it can be made without
+#: systemd: in a mount namespace of its own every mount read-only (ProtectSystem=strict;
+#: /tmp too, where the unit has a private one), the paths given before ``--`` writable
+#: again (ReadWritePaths=), then the PostgreSQL user (User=) with no capability
+#: (CapabilityBoundingSet=) and no new privileges (NoNewPrivileges=) runs the command
+#: after ``--``. Run as ``sh -c SANDBOX sh PATH... -- COMMAND...`` by root.
+SANDBOX = """set -eu
+mount --make-rprivate /
+findmnt -rn -o TARGET | while read -r target; do
+  case $target in
+    /proc|/proc/*|/sys|/sys/*|/dev|/dev/*) ;;
+    *) mount -o remount,bind,ro "$target" ;;
+  esac
+done
+while [ "$1" != -- ]; do mount --bind "$1" "$1"; mount -o remount,bind,rw "$1"; shift; done
+shift
+exec setpriv --reuid=postgres --regid=postgres --init-groups --no-new-privs --bounding-set=-all \
+  --inh-caps=-all -- "$@"
+"""
+SERVER_UNIT = DEPLOY / "systemd" / "pgbackrest-server.service"
+
+
+@pytest.fixture
+def hosts_root() -> Iterator[Path]:
+    """A folder the ``postgres`` user can reach (pytest's own are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="petstore-test-repository-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_node(network: hosts.Network, repository: backups.Repository, pgdata: Path,
+               port: int) -> tuple[Daemon, str]:  # fmt: skip
+    """PostgreSQL on test host ``db1`` with ``pgdata`` (made by initdb when it does not
+    exist), archiving through deploy/postgres/archiving.conf; returns it and the URL of
+    its socket once it answers and is out of recovery."""
+    if not pgdata.exists():
+        initdb = program("initdb", package="postgresql")
+        made = subprocess.run(
+            [initdb, "-D", str(pgdata), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
+            user=postgres_user(), capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        shutil.copyfile(DEPLOY / "postgres" / "archiving.conf", pgdata / "archiving.conf")
+        give_to_postgres(pgdata / "archiving.conf")
+        with (pgdata / "postgresql.conf").open("a") as conf:
+            conf.write("include 'archiving.conf'\n")
+    settings = {"listen_addresses": "", "port": port, "unix_socket_directories": SOCKETS}
+    options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
+    argv = [program("postgres", package="postgresql"), "-D", str(pgdata), *options]
+    node = Daemon(
+        network.run_in("db1", argv, user=network.postgres),
+        log=pgdata.parent / "db1.log",
+        env={**os.environ, **repository.node_env(0)},
+    )  # fmt: skip
+    url = f"host={SOCKETS} port={port} user=postgres dbname=postgres"
+
+    def primary() -> bool:
+        try:
+            with psycopg.connect(url, connect_timeout=1) as connection:
+                row = connection.execute("SELECT pg_is_in_recovery()").fetchone()
+        except psycopg.Error:
+            return False
+        return row is not None and not row[0]
+
+    try:
+        wait_for(primary, what="PostgreSQL on db1", seconds=120)
+    except ServerUnavailableError:
+        node.stop()
+        raise AssertionError(node.tail()) from None
+    return node, url
+
+
+def sandbox(repository: backups.Repository, host: str) -> list[str]:
+    """:data:`SANDBOX` for ``host``'s TLS server, with the unit's ReadWritePaths= as
+    the test bed has them for that host (the test hosts share one file system: a
+    data node's /var/lib/pgbackrest, empty in production, is left out)."""
+    service = service_section(SERVER_UNIT)
+    assert service["ProtectSystem"] == ["strict"]
+    assert service["NoNewPrivileges"] == ["yes"]
+    assert service["CapabilityBoundingSet"] == [""]
+    assert service["User"] == ["postgres"]
+    root = repository.root
+    where = {
+        "/var/lib/pgbackrest": [root / "repo"] if host == backups.HOST else [],
+        "/var/log/pgbackrest": [root / "log" / host],
+        # Production's lock-path is /var/spool/pgbackrest/lock (deploy/pgbackrest/).
+        "/var/spool/pgbackrest": [root / "spool" / host, root / "lock" / host],
+    }
+    writable = [str(path) for paths in service["ReadWritePaths"] for unit_path in paths.split()
+                for path in where[unit_path]]  # fmt: skip
+    return ["unshare", "--mount", "sh", "-c", SANDBOX, "sh", *writable, "--"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (as CI runs)")
+def test_the_pgbackrest_repository_is_encrypted_and_opens_with_its_passphrase_only(
+    hosts_root: Path,
+) -> None:
+    """D28's repository at rest: ``pgbackrest info`` says aes-256-cbc; every file in
+    it (WAL, backup files, manifests, info files) is ciphertext, none compressed in
+    clear nor holding an animal's name; with another passphrase on the repository
+    host a restore is refused, naming the passphrase file, before the data directory
+    is made; with the repository's own, the restore brings the animal back (the data
+    node gets the passphrase from the repository host, over TLS). Both TLS servers
+    run in pgbackrest-server.service's file-system sandbox (:data:`SANDBOX`): the
+    archive, the backup and the restore need no write outside its ReadWritePaths=."""
+    network = hosts.Network(["db1", backups.HOST])
+    pgdata, port = hosts_root / "db1" / "data", free_port()
+    repository = backups.Repository(
+        hosts_root, network, nodes=["db1"], ports=[port], pgdata=lambda _: pgdata
+    )
+    name = f"Zebulon the encrypted {secrets.token_hex(8)}"
+    node: Daemon | None = None
+    network.up()
+    try:
+        repository.prepare()
+        pgdata.parent.mkdir()
+        give_to_postgres(pgdata.parent)
+        node, url = start_node(network, repository, pgdata, port)
+        for host in repository.servers:
+            repository.servers[host] = repository.start_server(
+                host, sandbox=sandbox(repository, host)
+            )
+        repository.create_stanza()
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("CREATE TABLE pets (name text)")
+            connection.execute("INSERT INTO pets VALUES (%s)", (name,))
+        repository.backup("full")
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("SELECT pg_switch_wal()")  # the insert's segment, archived
+
+        info = repository.info()
+        assert info["cipher"] == "aes-256-cbc"
+        assert len(info["backup"]) == 1
+        files = [path for path in (repository.root / "repo").rglob("*") if path.is_file()]
+        names = {path.name for path in files}
+        assert {"archive.info", "backup.info", "backup.manifest", "PG_VERSION.zst"} <= names
+        assert any(path.parent.name == "0000000100000000" for path in files)  # WAL
+        for path in files:
+            content = path.read_bytes()
+            assert content.startswith(ENCRYPTED_MAGIC), path
+            assert not content.startswith((ZSTD_MAGIC, GZIP_MAGIC)), path
+            assert name.encode() not in content, path
+        node.stop(60, signum=signal.SIGINT)  # a fast shutdown
+        node = None
+        pgdata.rename(pgdata.with_name("data-before-restore"))
+
+        made_with = repository.passphrase.read_text()
+        repository.write_passphrase(base64.b64encode(secrets.token_bytes(48)).decode())
+        with pytest.raises(ServerUnavailableError, match="passphrase") as refused:
+            repository.restore(0)
+        assert f"is {repository.passphrase} the passphrase it was made with?" in str(refused.value)
+        assert not pgdata.exists()
+
+        repository.passphrase.write_text(made_with)
+        repository.restore(0)
+        node, url = start_node(network, repository, pgdata, port)  # recovers, then promotes
+        with psycopg.connect(url) as connection:
+            assert connection.execute("SELECT name FROM pets").fetchall() == [(name,)]
+    finally:
+        if node is not None:
+            node.stop(signum=signal.SIGQUIT)
+        for daemon in repository.daemons():
+            daemon.stop()
+        network.down()

@@ -118,6 +118,17 @@ def plain_exchange(port: int, request: bytes) -> tuple[int, bytes, bytes]:
         return read_answer(conn)
 
 
+def instance_exchange(server: LiveServer, request: bytes) -> tuple[int, bytes, bytes]:
+    """:func:`exchange` with the instance itself, over its TLS, verified."""
+    assert server.trust is not None
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw,
+        server.trust.wrap_socket(raw, server_hostname="127.0.0.1") as conn,
+    ):
+        conn.sendall(request)
+        return read_answer(conn)
+
+
 def get(target: str) -> bytes:
     """``GET <target>`` on a connection of its own."""
     return f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
@@ -146,12 +157,15 @@ def ready(front: Front) -> bool:
         return False
 
 
-def haproxy_env(root: Path, *, port: int, redirect_port: int, pem: Path) -> dict[str, str]:
+def haproxy_env(
+    root: Path, *, port: int, redirect_port: int, certificates: Certificates
+) -> dict[str, str]:
     return {
         **os.environ,
         "PETSTORE_LB_BIND": f"127.0.0.1:{port}",
         "PETSTORE_LB_REDIRECT_BIND": f"127.0.0.1:{redirect_port}",
-        "PETSTORE_LB_CERTIFICATE": str(pem),
+        "PETSTORE_LB_CERTIFICATE": str(certificates.pem("balancer")),
+        "PETSTORE_LB_INSTANCES_CA": str(certificates.ca),
         "PETSTORE_LB_STATS_SOCKET": str(root / "haproxy.sock"),
         "PETSTORE_LB_MAXCONN": "100",
     }
@@ -163,8 +177,8 @@ def config_for(root: Path, server_port: int) -> Path:
     config = root / "haproxy.cfg"
     text = (DEPLOY / "haproxy.cfg").read_text()
     config.write_text(
-        f"{text}    server app1 127.0.0.1:{server_port}\n"
-        f"    server app1-backup 127.0.0.1:{server_port} backup no-check\n"
+        f"{text}    server app1 127.0.0.1:{server_port} verifyhost 127.0.0.1\n"
+        f"    server app1-backup 127.0.0.1:{server_port} verifyhost 127.0.0.1 backup no-check\n"
     )
     return config
 
@@ -187,7 +201,7 @@ def haproxy_in_front(root: Path) -> Iterator[Front]:
     """A real server under ``root`` and HAProxy in front of it, until the block ends."""
     certificates = Certificates(root / "certificates")
     certificates.make("balancer,127.0.0.1")
-    server = LiveServer(root / "server")
+    server = LiveServer(root / "server", tls=certificates)
     (root / "server").mkdir()
     server.start()
     front = Front(
@@ -195,8 +209,7 @@ def haproxy_in_front(root: Path) -> Iterator[Front]:
         certificates=certificates,
     )  # fmt: skip
     env = haproxy_env(
-        root, port=front.port, redirect_port=front.redirect_port,
-        pem=certificates.pem("balancer"),
+        root, port=front.port, redirect_port=front.redirect_port, certificates=certificates,
     )  # fmt: skip
     haproxy = start_haproxy(root, server_port=server.port, env=env)
     try:
@@ -296,8 +309,8 @@ def test_a_bind_setting_holding_ssl_options_still_serves_tls_only(tmp_path: Path
     holds now, the listener speaks TLS: a plain request gets no HTTP answer."""
     certificates = Certificates(tmp_path / "certificates")
     certificates.make("balancer,127.0.0.1")
-    port, pem = free_port(), certificates.pem("balancer")
-    env = haproxy_env(tmp_path, port=port, redirect_port=free_port(), pem=pem)
+    port = free_port()
+    env = haproxy_env(tmp_path, port=port, redirect_port=free_port(), certificates=certificates)
     env["PETSTORE_LB_BIND"] = f"127.0.0.1:{port} ssl crt x.pem"  # the issue's
     haproxy = start_haproxy(tmp_path, server_port=free_port(), env=env)
     try:
@@ -444,6 +457,7 @@ def test_the_shipped_haproxy_config_is_valid_with_each_deployments_settings(
     env.update(settings)
     env.update(
         PETSTORE_LB_CERTIFICATE=str(certificates.pem("petstore.example.com")),
+        PETSTORE_LB_INSTANCES_CA=str(certificates.ca),
         PETSTORE_LB_STATS_SOCKET=str(tmp_path / "haproxy.sock"),
     )
     checked = subprocess.run(
@@ -468,7 +482,7 @@ def test_metrics_are_unreachable_through_haproxy_however_spelled(
 
 def test_the_server_itself_answers_a_percent_encoded_metrics_path(balanced: Front) -> None:
     # What makes the load balancer's refusal necessary: the instance decodes the path.
-    status, _, body = plain_exchange(balanced.server.port, get("/%6detrics"))
+    status, _, body = instance_exchange(balanced.server, get("/%6detrics"))
     assert status == 200
     assert b"petstore_requests_total" in body
 
@@ -531,7 +545,7 @@ def test_the_public_readyz_says_only_the_status(balanced: Front, target: str) ->
     status, head, body, _ = exchange(balanced, get(target))
     assert (status, json.loads(body)) == (200, {"status": "ready"})
     assert b"\r\ncontent-type: application/json" in head.lower()
-    _, _, own = plain_exchange(balanced.server.port, get("/readyz"))
+    _, _, own = instance_exchange(balanced.server, get("/readyz"))
     assert json.loads(own) == {"status": "ready", "rateLimits": "ok"}
 
 

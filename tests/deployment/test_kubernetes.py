@@ -139,7 +139,7 @@ def test_production_and_staging_verify_postgres_and_redis_against_the_mounted_ca
             "overlays/production/kustomization.yaml",
             "&sslrootcert=/run/secrets/petstore-ca/ca.crt",
             "",
-            r"overlays/production: the Deployment petstore: the URL names no CA \(sslrootcert\)",
+            r"overlays/production: the Deployment petstore: no file is named by sslrootcert",
         ),
         (
             "components/tls/deployment.yaml",
@@ -165,6 +165,18 @@ def test_production_and_staging_verify_postgres_and_redis_against_the_mounted_ca
             "readOnly: false",
             "the Deployment petstore: sslrootcert=.* is not in a Secret mounted read-only",
         ),
+        (
+            "components/tls/deployment.yaml",
+            "- name: PETSTORE_TLS_CERTIFICATE",
+            "- name: PETSTORE_TLS_CERTIFICATE_UNREAD",
+            "the Deployment petstore: no file is named by PETSTORE_TLS_CERTIFICATE",
+        ),
+        (
+            "components/tls/deployment.yaml",
+            "scheme: HTTPS",
+            "scheme: HTTP",
+            "the Deployment petstore: a probe is not HTTPS, while the pod serves TLS",
+        ),
     ],
     ids=[
         "require",
@@ -173,6 +185,8 @@ def test_production_and_staging_verify_postgres_and_redis_against_the_mounted_ca
         "redis-unverified",
         "ca-elsewhere",
         "ca-not-a-secret",
+        "pod-in-clear",
+        "probe-in-clear",
     ],
 )
 def test_an_overlay_that_does_not_verify_the_servers_fails_naming_it(

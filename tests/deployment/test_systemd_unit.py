@@ -21,11 +21,11 @@ def systemd_analyze() -> str:
     return executable
 
 
-def service_section() -> dict[str, list[str]]:
-    """The [Service] settings, each with every value it is given."""
+def service_section(unit: Path = UNIT) -> dict[str, list[str]]:
+    """The [Service] settings of ``unit``, each with every value it is given."""
     settings: dict[str, list[str]] = {}
     section = None
-    for line in UNIT.read_text().splitlines():
+    for line in unit.read_text().splitlines():
         if line.startswith("["):
             section = line.strip("[]")
         elif section == "Service" and "=" in line and not line.startswith("#"):
@@ -64,18 +64,25 @@ def test_systemd_analyze_verify_accepts_the_unit() -> None:
     assert result.stderr == "", result.stderr
 
 
-def test_systemd_rates_the_unit_exposure_at_most_2() -> None:
+def exposure(unit: Path) -> float:
+    """``systemd-analyze security``'s overall exposure of ``unit`` (0 to 10, lower
+    is better), read from the file alone."""
     result = subprocess.run(
-        [systemd_analyze(), "security", "--offline=true", str(UNIT)],
+        [systemd_analyze(), "security", "--offline=true", str(unit)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    match = re.search(r"Overall exposure level for petstore\.service: (\d+\.\d)", result.stdout)
+    name = re.escape(unit.name)
+    match = re.search(rf"Overall exposure level for {name}: (\d+\.\d)", result.stdout)
     assert match, result.stdout
-    assert float(match.group(1)) <= 2.0, result.stdout
+    return float(match.group(1))
+
+
+def test_systemd_rates_the_unit_exposure_at_most_2() -> None:
+    assert exposure(UNIT) <= 2.0
 
 
 def test_a_stop_signals_the_main_process_and_waits_longer_than_the_shutdown_timeout() -> None:
@@ -105,6 +112,11 @@ def test_the_service_runs_as_a_dynamic_user_on_a_read_only_system() -> None:
     assert "PETSTORE_DATABASE_URL=sqlite:////var/lib/petstore/petstore.db" in service["Environment"]
 
 
+#: The units that run pgBackRest (D28): its TLS server on every host, the backups on
+#: the repository host.
+PGBACKREST_SERVICES = (
+    "pgbackrest-server.service", "pgbackrest-full.service", "pgbackrest-diff.service",
+)  # fmt: skip
 BACKUP_UNITS = (
     "pgbackrest-server.service", "pgbackrest-full.service", "pgbackrest-full.timer",
     "pgbackrest-diff.service", "pgbackrest-diff.timer",
@@ -125,3 +137,51 @@ def test_systemd_analyze_verify_accepts_the_backup_units() -> None:
         assert f"OnCalendar={calendar}" in timer
         assert "Persistent=true" in timer
         assert f"--type={kind} backup" in (folder / f"pgbackrest-{kind}.service").read_text()
+
+
+def test_the_pgbackrest_units_are_exposed_no_more_than_the_service() -> None:
+    """Issue 59: pgBackRest's TLS server listens on every data node and reads its
+    data directory; it and the backups are sandboxed at least as tightly as the
+    service's own unit, by ``systemd-analyze security``'s measure."""
+    service = exposure(UNIT)
+    for name in PGBACKREST_SERVICES:
+        assert exposure(UNIT.parent / name) <= service, name
+
+
+def pgbackrest_global(conf: Path) -> dict[str, str]:
+    """The [global] options of a deploy/pgbackrest/ file (the first value of each)."""
+    options: dict[str, str] = {}
+    section = None
+    for line in conf.read_text().splitlines():
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "global" and "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            options.setdefault(key, value)
+    return options
+
+
+def test_the_pgbackrest_units_may_write_where_pgbackrest_writes_and_nowhere_else() -> None:
+    """Each unit's file system is read-only (ProtectSystem=strict) but for
+    ReadWritePaths=, which hold every path deploy/pgbackrest/ makes pgBackRest write:
+    the repository, the logs, the spool and the lock and stop files. The lock-path is
+    not pgBackRest's default /tmp/pgbackrest, which is private to each unit
+    (PrivateTmp=): the locks of the commands run outside a unit would not be seen in
+    it."""
+    folder = ROOT / "deploy" / "pgbackrest"
+    written: list[str] = []
+    for conf in (folder / "repository.conf", folder / "node.conf"):
+        options = pgbackrest_global(conf)
+        assert options["lock-path"] != "/tmp/pgbackrest"
+        if "repo1-host" not in options:  # the host that holds the repository
+            written.append(options["repo1-path"])
+        written += [options.get("log-path", "/var/log/pgbackrest"), options["lock-path"],
+                    options.get("spool-path", "/var/spool/pgbackrest")]  # fmt: skip
+    for name in PGBACKREST_SERVICES:
+        service = service_section(UNIT.parent / name)
+        assert service["ProtectSystem"] == ["strict"], name
+        assert service["PrivateTmp"] == ["yes"], name
+        assert service["User"] == ["postgres"], name
+        writable = [Path(path) for paths in service["ReadWritePaths"] for path in paths.split()]
+        for path in written:
+            assert any(Path(path).is_relative_to(place) for place in writable), (name, path)

@@ -36,13 +36,17 @@ def test_the_settings_reference_has_every_setting_with_what_it_accepts() -> None
     """Generated from Settings: each field's variable, its bounds and default, and
     the link to where run.md says when to change it."""
     facts = _code_facts()
-    text = facts.settings_markdown(Settings, run_page=(DOCS / "operations" / "run.md").read_text())
+    pages = [(path, (DOCS / path).read_text()) for path in facts.EXPLAINING]
+    text = facts.settings_markdown(Settings, pages=pages)
     headings = re.findall(r"^## `(PETSTORE_\w+)`$", text, flags=re.MULTILINE)
     assert headings == [f"PETSTORE_{name.upper()}" for name in Settings.model_fields]
     port = text[text.index("## `PETSTORE_PORT`") :].split("\n## ")[0]
     assert "- Accepts a whole number from 1 to 65535." in port
     assert "- Default: `8000`." in port
-    assert "(../operations/run.md#server-and-process)" in port
+    run_md = "(../operations/run.md#server-and-process)"
+    assert f"- Explained in [Running Petstore: Server and process]{run_md}." in port
+    explained = re.findall(r"^- Explained in ", text, flags=re.MULTILINE)
+    assert len(explained) == len(Settings.model_fields), "every setting explained on a page"
     pool = text[text.index("## `PETSTORE_DATABASE_POOL_SIZE`") :].split("\n## ")[0]
     assert "PostgreSQL connections per worker process" in pool  # its #: comment
     secret = text[text.index("## `PETSTORE_CURSOR_SECRET`") :].split("\n## ")[0]

@@ -23,7 +23,9 @@ from petstore.server.config import (
     SettingsError,
     load_settings,
 )
+from petstore.server.settings_checks import tls_problem
 from petstore.server.store import migrate
+from testbed.certificates import Certificates
 
 PRIVATE_SECRET = "a-private-cursor-secret-of-36-chars!"
 #: A deployment's own public URLs (http/links.py): staging and production refuse
@@ -297,15 +299,16 @@ def test_a_setting_is_read_from_its_file_in_the_secrets_dir(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (tmp_path / "petstore_cursor_secret").write_text(PRIVATE_SECRET)
-    (tmp_path / "petstore_database_url").write_text("postgresql://u:pw@migrate.internal/petstore")
-    (tmp_path / "petstore_redis_url").write_text("redis://:pw@cache.internal:6379/0")
+    database = "postgresql://u:pw@migrate.internal/petstore?sslmode=verify-full"
+    (tmp_path / "petstore_database_url").write_text(database)
+    (tmp_path / "petstore_redis_url").write_text("rediss://:pw@cache.internal:6379/0")
     monkeypatch.setenv("PETSTORE_SECRETS_DIR", str(tmp_path))
     deploy_as(monkeypatch, "production")
     settings = load_settings()
     assert settings.secrets_dir == tmp_path
     assert settings.cursor_secret.get_secret_value() == PRIVATE_SECRET
-    assert settings.database_url == "postgresql://u:pw@migrate.internal/petstore"
-    assert settings.redis_url == "redis://:pw@cache.internal:6379/0"
+    assert settings.database_url == database
+    assert settings.redis_url == "rediss://:pw@cache.internal:6379/0"
 
 
 def test_a_secret_file_written_by_echo_loses_its_trailing_newline(
@@ -802,3 +805,136 @@ def test_a_cursor_secret_of_one_repeated_character_is_refused(
         load_settings()
     assert "not one character repeated" in str(raised.value)
     assert secret not in str(raised.value)
+
+
+# Nothing between hosts in clear (issue 59) -------------------------------------------
+
+REMOTE_DATABASE = "postgresql://petstore:pw@db1.internal:5432,db2.internal:5432/petstore"
+VERIFIED = "?sslmode=verify-full&sslrootcert=/etc/petstore/tls/ca.crt"
+
+
+def tls_files(folder: Path) -> tuple[Path, Path]:
+    """A certificate of the deployment's CA for 127.0.0.1 and its key, made by the
+    operator's script."""
+    certificates = Certificates(folder)
+    certificates.make("127.0.0.1")
+    return certificates.certificate("127.0.0.1"), certificates.key("127.0.0.1")
+
+
+def production(monkeypatch: pytest.MonkeyPatch, **settings: str) -> None:
+    """Production's environment with a private secret and its own URL, and
+    ``settings`` (``host="0.0.0.0"`` is ``PETSTORE_HOST``)."""
+    monkeypatch.setenv("PETSTORE_ENVIRONMENT", "production")
+    monkeypatch.setenv("PETSTORE_CURSOR_SECRET", PRIVATE_SECRET)
+    monkeypatch.setenv("PETSTORE_BASE_URL", "https://pets.example.org/v1")
+    for name, value in settings.items():
+        monkeypatch.setenv(f"PETSTORE_{name.upper()}", value)
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+def test_staging_and_production_refuse_to_serve_beyond_loopback_without_tls(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, environment: str
+) -> None:
+    production(monkeypatch, environment=environment, host="10.0.1.5")
+    monkeypatch.setenv("PETSTORE_STAGING_BASE_URL", "https://staging.example.org/v1")
+    with pytest.raises(SettingsError, match=r"^PETSTORE_TLS_CERTIFICATE and PETSTORE_TLS_KEY"):
+        load_settings()
+    certificate, key = tls_files(tmp_path)
+    monkeypatch.setenv("PETSTORE_TLS_CERTIFICATE", str(certificate))
+    monkeypatch.setenv("PETSTORE_TLS_KEY", str(key))
+    assert load_settings().tls_certificate == certificate
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
+def test_production_serves_plain_http_on_loopback(
+    monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    """A sidecar or a proxy on the same machine: nothing crosses a network."""
+    production(monkeypatch, host=host)
+    assert load_settings().tls_certificate is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        REMOTE_DATABASE,
+        REMOTE_DATABASE + "?sslmode=require",
+        REMOTE_DATABASE + "?sslmode=verify-ca&sslrootcert=/etc/petstore/tls/ca.crt",
+        "postgresql://petstore:pw@10.0.1.5/petstore?sslmode=prefer",
+        "postgresql://petstore:pw@127.0.0.1,db2.internal/petstore",
+    ],
+)
+def test_production_refuses_a_database_url_that_does_not_verify_the_server(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    production(monkeypatch, database_url=url)
+    with pytest.raises(
+        SettingsError, match=r"^PETSTORE_DATABASE_URL must have sslmode=verify-full"
+    ):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        REMOTE_DATABASE + VERIFIED,
+        "postgresql://petstore:pw@127.0.0.1:5432/petstore",
+        "postgresql://petstore:pw@localhost/petstore",
+        "postgresql:///petstore?host=/var/run/postgresql",
+        "sqlite:///data/petstore.db",
+    ],
+)
+def test_production_takes_a_verified_database_url_or_one_that_stays_on_the_machine(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    production(monkeypatch, database_url=url)
+    assert load_settings().database_url == url
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("redis://:pw@redis.internal:6379/0", True),
+        ("rediss://:pw@redis.internal:6379/0?ssl_cert_reqs=none", True),
+        ("rediss://:pw@redis.internal:6379/0?ssl_check_hostname=false", True),
+        ("rediss://:pw@redis.internal:6379/0?ssl_ca_certs=/etc/petstore/tls/ca.crt", False),
+        ("redis://:pw@127.0.0.1:6379/0", False),
+    ],
+)
+def test_production_refuses_a_redis_url_without_verified_tls_beyond_loopback(
+    monkeypatch: pytest.MonkeyPatch, url: str, refused: bool
+) -> None:
+    production(monkeypatch, redis_url=url)
+    if refused:
+        with pytest.raises(SettingsError, match=r"^PETSTORE_REDIS_URL must be rediss://"):
+            load_settings()
+    else:
+        assert load_settings().redis_url == url
+
+
+def test_development_sends_what_it_is_told_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PETSTORE_DATABASE_URL", REMOTE_DATABASE)
+    monkeypatch.setenv("PETSTORE_REDIS_URL", "redis://:pw@redis.internal:6379/0")
+    assert load_settings().database_url == REMOTE_DATABASE
+
+
+def test_a_tls_certificate_without_its_key_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    certificate, key = tls_files(tmp_path)
+    monkeypatch.setenv("PETSTORE_TLS_CERTIFICATE", str(certificate))
+    with pytest.raises(SettingsError, match="go together: set both or neither"):
+        load_settings()
+    monkeypatch.setenv("PETSTORE_TLS_KEY", str(key))
+    assert load_settings().tls_key == key
+
+
+def test_serve_refuses_tls_files_it_cannot_serve_with_and_names_them(tmp_path: Path) -> None:
+    """The files are serve's alone: another command (db upgrade, keys) needs none."""
+    certificate, key = tls_files(tmp_path)
+    assert tls_problem(certificate, key) is None
+    wrong = tls_problem(certificate, tmp_path / "ca.key")  # the CA's key, not its own
+    assert "its own private key" in str(wrong)
+    assert "PRIVATE KEY" not in str(wrong)
+    missing = tls_problem(certificate, tmp_path / "missing.key")
+    assert "cannot be read: No such file" in str(missing)

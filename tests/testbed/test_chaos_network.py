@@ -3,13 +3,15 @@ same deployment: the deployment of deploy/ on test hosts (one
 network namespace per part, every data node archiving to a pgBackRest repository on
 a host of its own), one of each fault that cuts links (an instance cut from
 the database, the primary isolated, a secondary cut off and the primary killed, Redis
-cut off, packets lost) and the monitor lost while the primary is lost (D27), under
+cut off, packets lost), the monitor lost while the primary is lost (D27) and every
+certificate renewed in place (docs/operations/tls.md), under
 load from client workers each on a host of its own.
 
 The history must hold no anomaly (a phantom read or an animal stored after a definite
 error included), the rate-limit probe's key must be held to its limit while Redis
 answers, fail open while it is cut off and be counted again within 5 s of its return,
-the data nodes must agree with each other and with the service, and
+the data nodes must agree with each other and with the service, nothing secret may
+cross the network between hosts in clear (every packet is captured), and
 no operation may fail: the longest time without a successful create in these faults
 is about 15 s, and about 20 s with the monitor and the primary lost and 4 s held
 (docs/reliability.md), within the client's own retries (310 s at most, about 30 s of
@@ -54,13 +56,13 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
 
     counts = chaos_network.run(
         root, seed=24, duration=0, workers=3, kinds=list(faults.SHORT_RUN), hold=4.0,
-        settle=1.0, instances=2, out=out, then=drill,
+        settle=1.0, instances=2, out=out, then=drill, capture=True,
     )  # fmt: skip
     print(out.getvalue(), drill_out.getvalue())
     lines = out.getvalue().splitlines()
     assert lines[0] == "chaos-network seed 24: replay with --seed 24"
     assert counts["acknowledged"] > 300
-    assert counts["kinds"] == counts["faults"] == len(faults.SHORT_RUN) == 6
+    assert counts["kinds"] == counts["faults"] == len(faults.SHORT_RUN) == 7
     anomalies = (
         "lost", "duplicated", "stale", "skipped", "phantom", "stored_after_error", "reused",
         "not_increasing", "nodes_differ", "over_limit", "late_limit",
@@ -72,16 +74,24 @@ def test_the_short_run_loses_nothing_and_leaves_no_host(root: Path) -> None:
     assert any(line.startswith("  rate limit (3/second, one key): ") for line in lines)
     assert counts["failed"] == 0
     assert counts["broken"] == 0
+    # Issue 59: every packet between hosts captured, and no key, key hash, animal's
+    # name or password in clear in any of them; the canary sent in clear was seen.
+    assert (counts["in_clear"], counts["blind"]) == (0, 0)
+    assert any(line.startswith("  wire: ") and "in clear: none" in line for line in lines)
     assert lines[-1] == (
         f"chaos-network: operations {counts['operations']}, acknowledged "
-        f"{counts['acknowledged']}, faults 6 of 6 kinds, lost 0, duplicated 0, stale 0, "
+        f"{counts['acknowledged']}, faults 7 of 7 kinds, lost 0, duplicated 0, stale 0, "
         f"skipped 0, phantom 0, stored after an error 0, nodes agree, "
         f"failed 0 of {counts['operations']} (retry budget 310 s), "
-        f"D27 missed {counts['d27_missed']} of 4"
+        f"D27 missed {counts['d27_missed']} of 5"
     )
-    # D27 judges the four single-host kinds, one line each, and names the two others.
+    # D27 judges the five single-host kinds, one line each, and names the two others.
     judged = [line for line in lines if line.startswith("  D27 ") and "not judged" not in line]
-    assert len(judged) == counts["d27_judged"] == 4
+    assert len(judged) == counts["d27_judged"] == 5
+    # Every server serves a renewed certificate, read from its new handshakes, and no
+    # operation failed meanwhile (failed 0 above): the balancers, 2 instances, the
+    # monitor, 3 data nodes, Redis and 4 pgBackRest servers.
+    assert "  measured: certificates renewed: 12 servers serve a new one" in lines
     assert sum("MISSED" in line for line in judged) == counts["d27_missed"]
     assert lines.index(judged[0]) > max(i for i, line in enumerate(lines) if line.startswith("| "))
     rows = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ")]

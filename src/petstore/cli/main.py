@@ -22,14 +22,11 @@ from petstore.cli import backup
 from petstore.cli.keys import keys_group
 from petstore.cli.listening import check_exposure, http_options
 from petstore.cli.pets import pets_group
-from petstore.cli.store import settings_or_usage_error, with_store
+from petstore.cli.store import BadSettings, settings_or_usage_error, with_store
 from petstore.server import shutdown
-from petstore.server.config import (
-    Environment,
-    Settings,
-    UnsupportedDatabaseError,
-)
+from petstore.server.config import Environment, Settings, UnsupportedDatabaseError
 from petstore.server.rules import keys
+from petstore.server.settings_checks import tls_problem
 from petstore.server.store import Store, migrate
 from petstore.server.telemetry import logs
 from petstore.text import printable
@@ -172,6 +169,8 @@ def serve(
     settings = settings_or_usage_error(
         host=host, port=port, workers=workers, migrate_on_start=migrate
     )
+    if (unusable := tls_problem(settings.tls_certificate, settings.tls_key)) is not None:
+        raise BadSettings(unusable)
     create_dev_key = creates_dev_key(settings.environment, dev_key)
     # Workers build their app from the environment: hand them the same settings.
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
@@ -191,7 +190,8 @@ def serve(
         return await keys.ensure_dev_key(store.api_keys, now=datetime.now(UTC))
 
     created = with_store(settings, prepare, migrate=settings.migrate_on_start, migrate_apart=True)
-    url = f"http://{settings.host}:{settings.port}/v1"
+    scheme = "http" if settings.tls_certificate is None else "https"
+    url = f"{scheme}://{settings.host}:{settings.port}/v1"
     if created is not None:
         click.echo('No active API key: created one named "dev" (shown only now):')
         click.echo(f"  {created}")

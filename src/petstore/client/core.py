@@ -84,7 +84,7 @@ class ClientBase(Generic[_Transport]):
     ``max_sleep`` (seconds) shape the waits. Each attempt may take ``timeout`` on top
     of it: a call that keeps failing ends within about ``retry_for`` plus one
     ``timeout``. Raises ValueError when the base URL or the key is neither given nor
-    in the environment, the URL is not a base URL (:func:`petstore.client.urls.base_url`),
+    in the environment, the URL is not a base URL (``petstore.client.urls.base_url``),
     the key holds a space or a control character (never shown), or ``retry_for`` (or
     its variable) or ``max_retries`` is not a number of 0 or more.
     """

@@ -45,6 +45,7 @@ from petstore.server.notations import (
 from petstore.server.notations import check_rate_limit as check_rate_limit
 from petstore.server.notations import is_postgres as is_postgres
 from petstore.server.notations import sqlite_path as sqlite_path
+from petstore.server.settings_checks import contradictions
 
 #: Where the embedded SQLite database lives by default, relative to the working directory.
 DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
@@ -68,8 +69,9 @@ class Settings(secret_files.FileSettings):
     value, a database or Redis URL that would fail when connecting
     (:mod:`.connection_urls`), a secrets directory that does not exist, holds a file
     that cannot be read as a setting or that others could write (:mod:`.secret_files`),
-    a drain not shorter than the shutdown timeout, a cursor secret of one repeated
-    character, and what staging and production refuse (:mod:`.environments`).
+    settings that contradict each other or TLS files that cannot serve
+    (:mod:`.settings_checks`), a cursor secret of one repeated character, and what
+    staging and production refuse (:mod:`.environments`).
     """
 
     model_config = SettingsConfigDict(
@@ -132,8 +134,13 @@ class Settings(secret_files.FileSettings):
     body_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     #: D17: seconds a client may take to send its request headers.
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
-    #: Serve HTTP/2 (cleartext, prior knowledge) beside HTTP/1.1 (cli/listening.py).
+    #: Serve HTTP/2 (prior knowledge, or ALPN over TLS) beside HTTP/1.1 (cli/listening.py).
     http2: bool = False
+    #: TLS on ``host``:``port`` (docs/operations/tls.md): a PEM certificate, its chain
+    #: after it, and its private key; both or neither. Without them ``serve`` speaks
+    #: plain HTTP, which staging and production refuse beyond loopback.
+    tls_certificate: Path | None = None
+    tls_key: Path | None = None
     #: D25: seconds within which every request is answered (503 when the work is not done).
     request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     log_level: Annotated[str, AfterValidator(check_log_level)] = "INFO"
@@ -158,24 +165,6 @@ class Settings(secret_files.FileSettings):
         AfterValidator(secret_files.check_owner_only),
     ] = None
 
-    @model_validator(mode="after")
-    def _drain_within_timeout(self) -> Self:
-        if self.shutdown_drain_seconds >= self.shutdown_timeout_seconds:
-            raise ValueError(
-                "PETSTORE_SHUTDOWN_DRAIN_SECONDS must be less than "
-                "PETSTORE_SHUTDOWN_TIMEOUT_SECONDS (the drain is part of the timeout)"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _metrics_port_needs_one_worker(self) -> Self:
-        if self.metrics_port is not None:
-            if self.workers != 1:
-                raise ValueError("PETSTORE_METRICS_PORT needs PETSTORE_WORKERS=1")
-            if self.metrics_port == self.port:
-                raise ValueError("PETSTORE_METRICS_PORT must differ from PETSTORE_PORT")
-        return self
-
     @property
     def json_logs(self) -> bool:
         """Whether log lines are JSON (``log_format``, else outside development)."""
@@ -191,13 +180,18 @@ class Settings(secret_files.FileSettings):
         return url
 
     @model_validator(mode="after")
-    def _safe_outside_development(self) -> Self:
-        problems = refusals(
-            self.environment,
-            cursor_secret=self.cursor_secret.get_secret_value(),
-            base_url=str(self.base_url),
-            staging_base_url=str(self.staging_base_url),
-        )
+    def _consistent_and_safe(self) -> Self:
+        problems = contradictions(
+            drain_seconds=self.shutdown_drain_seconds,
+            timeout_seconds=self.shutdown_timeout_seconds,
+            metrics_port=self.metrics_port, workers=self.workers, port=self.port,
+            tls_certificate=self.tls_certificate, tls_key=self.tls_key,
+        ) + refusals(
+            self.environment, cursor_secret=self.cursor_secret.get_secret_value(),
+            base_url=str(self.base_url), staging_base_url=str(self.staging_base_url),
+            host=self.host, tls=self.tls_certificate is not None,
+            database_url=self.database_url, redis_url=self.redis_url,
+        )  # fmt: skip
         if problems:
             raise ValueError("\n".join(problems))
         return self
