@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,22 @@ from petstore import __version__
 from petstore.server.config import Settings
 from petstore.server.http.docs import ASSET_FILES, openapi_document
 
+# code_facts.py, beside this file: the settings reference and the list of migrations.
+sys.path.insert(0, str(Path(__file__).parent))
+
 project = "Petstore"
 release = version = __version__
 root_doc = "README"
-extensions = ["myst_parser", "sphinx.ext.autodoc"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "code_facts"]
+# Definition lists (`term` then `: definition`): what a wide table would clip.
+myst_enable_extensions = ["deflist"]
+
+# A code block says its language (```sh, ```python, ```text); one that does not is
+# shown plain, never guessed (Pygments read a source tree's "with" as Python).
+highlight_language = "none"
 
 # Every page's headings get GitHub's anchors, so that links such as
-# `run.md#2-settings` work on the site as on GitHub, and are checked.
+# `run.md#settings` work on the site as on GitHub, and are checked.
 myst_heading_anchors = 4
 
 # nitpicky: a reference in a docstring that finds nothing is an error (make docs runs
@@ -47,6 +57,10 @@ add_module_names = False
 html_theme = "furo"
 html_title = f"Petstore {__version__}"
 html_show_copyright = False
+# Tables wrap their cells, code included, within the page's width instead of
+# scrolling out of it.
+html_static_path = ["_static"]
+html_css_files = ["petstore.css"]
 
 #: Where the HTTP API page finds the rendered document, relative to the site's root.
 OPENAPI_DIR = "openapi"

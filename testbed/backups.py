@@ -264,10 +264,10 @@ class Repository:
     def check_opens(self) -> None:
         """Raise ServerUnavailableError, naming :attr:`passphrase` when that may be
         the cause, unless ``pgbackrest info`` on the repository host reads the
-        repository (docs/operations/recover.md section 8, before a restore). With a
-        passphrase that is not the repository's, pgBackRest 2.45's ``info`` reports
-        the stanza's status as an error (other) and its ``restore`` on a data node
-        dies of a signal without a word."""
+        repository (docs/operations/recover.md, Backups and restore: before a restore).
+        With a passphrase that is not the repository's, pgBackRest 2.45's ``info``
+        reports the stanza's status as an error (other) and its ``restore`` on a data
+        node dies of a signal without a word."""
         status = self.info()["repo"][0]["status"]
         if status["code"] in OPENS:
             return

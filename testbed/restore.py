@@ -1,5 +1,5 @@
-"""docs/operations/recover.md section 8's restore from the pgBackRest repository
-(D28), step by step, on a :class:`~testbed.cluster.Cluster` on test hosts: what
+"""The restore of docs/operations/recover.md ("Backups and restore") from the pgBackRest
+repository (D28), step by step, on a :class:`~testbed.cluster.Cluster` on test hosts: what
 ``make recovery-drill`` runs.
 
 1. The old data nodes are stopped (:func:`stop_data_nodes`, an operator's mistake:

@@ -1,5 +1,5 @@
 """The test suite, in folders by what they test (the packages, the service as a
-process, the deployment, the test bed); the README's "Contributing" says which."""
+process, the deployment, the test bed); docs/contributing.md says which."""
 
 from pathlib import Path
 

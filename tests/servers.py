@@ -57,7 +57,7 @@ LOOPBACK = "127.0.0.1"
 
 def refuse_in_process(what: str) -> None:
     """Raise RuntimeError when the run is ``--in-process`` only: a test that starts
-    ``what`` needs the ``servers`` mark (the README's "Contributing")."""
+    ``what`` needs the ``servers`` mark (docs/contributing.md)."""
     if os.environ.get(IN_PROCESS_ONLY):
         raise RuntimeError(f"this test starts {what}: mark it servers (pytest.mark.servers)")
 

@@ -1,4 +1,5 @@
-"""The restore drill of docs/operations/recover.md section 8, run as written, on both stores.
+"""The restore drill of docs/operations/recover.md ("Backups and restore"), run as written,
+on both stores.
 
 A real ``petstore serve`` takes animals (some under an Idempotency-Key) and API keys;
 the documented backup command runs while a client keeps creating; more animals and a
@@ -61,7 +62,7 @@ def _client(name: str) -> str:
     return program(name, package="postgresql-client")
 
 
-#: Where step 5 of the restore moves the id counter (section 8's statements, both stores).
+#: Where step 5 of the restore moves the id counter (the statements of recover.md, both stores).
 COUNTER_PAST = 100000
 #: The server's settings for the drill: a revocation is seen at once (D13's cache
 #: would make the test wait 2 s), and the writer is not rate limited (D15).
@@ -86,7 +87,7 @@ class Key:
 
 
 def create_key(database_url: str, name: str) -> Key:
-    """``petstore keys create --name name``: the key is stdout's last line (section 5)."""
+    """``petstore keys create --name name``: the key is stdout's last line (run.md's runbook)."""
     result = petstore(database_url, "keys", "create", "--name", name)
     key_id = int(result.stderr.split("Created API key ", 1)[1].split(" ", 1)[0])
     return Key(key_id, result.stdout.splitlines()[-1])
@@ -187,7 +188,7 @@ def create_pet(
 
 
 def before_the_backup(server: LiveServer, database_url: str) -> Drill:
-    """Before the backup: keys made and one revoked with the CLI (section 5), animals
+    """Before the backup: keys made and one revoked with the CLI (run.md's runbook), animals
     created over HTTP, every fourth under an Idempotency-Key."""
     drill = Drill(
         writer=create_key(database_url, "writer"),
@@ -241,7 +242,7 @@ def writing(server: LiveServer, drill: Drill) -> Iterator[None]:
 
 
 def after_the_backup(server: LiveServer, database_url: str, drill: Drill) -> None:
-    """After the backup: what the restore loses (section 8): animals, a revocation, a
+    """After the backup: what the restore loses (recover.md): animals, a revocation, a
     key."""
     with httpx2.Client(base_url=server.url, headers=drill.writer.auth) as client:
         for i in range(5):
@@ -417,7 +418,7 @@ def test_sqlite_restore_drill_as_documented(tmp_path: Path, backup_command: str)
 @dataclass
 class PostgresCluster:
     """The test cluster as the guide's commands address it, and a role of the drill's
-    own standing for the guide's ``petstore`` role (section 3, step 1)."""
+    own standing for the guide's ``petstore`` role (deploy.md, step 1)."""
 
     host: str
     port: str
@@ -466,7 +467,7 @@ def cluster() -> Iterator[PostgresCluster]:
 
 
 def createdb(cluster: PostgresCluster, name: str) -> str:
-    """``createdb -h HOST -U postgres -O petstore NAME`` (section 8); the URL."""
+    """``createdb -h HOST -U postgres -O petstore NAME`` (recover.md); the URL."""
     info = conninfo_to_dict(cluster.admin_url)
     env = None
     if info.get("password"):

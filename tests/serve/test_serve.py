@@ -157,7 +157,7 @@ def test_schemathesis_finds_no_failure(
 def _run_schemathesis(
     live_server: LiveServer, tmp_path: Path, *, backend: str, capsys: pytest.CaptureFixture[str]
 ) -> str:
-    """``schemathesis run`` as the README tells a user to, with the repository's
+    """``schemathesis run`` as docs/contributing.md tells a user to, with the repository's
     ``schemathesis.toml`` (every check, every phase), bounded in time here: its
     output, the lines that end a phase echoed to the terminal as they come."""
     env = {**os.environ, "PETSTORE_API_KEY": live_server.dev_key, "NO_COLOR": "1"}

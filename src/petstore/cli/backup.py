@@ -3,7 +3,7 @@ SQLite database (D28, the single-host deployment), through SQLite's backup API
 (``sqlite3.Connection.backup``, what the ``sqlite3`` tool's ``.backup`` runs), opened
 the way the service opens its file. The copy is one consistent snapshot, commits
 still in the ``-wal`` file included, and the service goes on reading and writing
-meanwhile (docs/operations/recover.md section 8).
+meanwhile (docs/operations/recover.md, Backups and restore).
 
 Nothing already in PATH's folder is followed, reused or replaced, so a folder other
 users can write to (a shared ``/backups``, ``/tmp``) cannot turn a backup into a
@@ -141,13 +141,13 @@ def db_backup(path: Path) -> None:
     .backup makes), checked with PRAGMA integrity_check before it is named PATH,
     readable by its owner only (mode 0600). Refuses a PATH that exists, also one
     made during the copy: nothing is ever overwritten. PostgreSQL is backed up with
-    pgBackRest (docs/operations/recover.md section 8).
+    pgBackRest (docs/operations/recover.md, Backups and restore).
     """
     settings = settings_or_usage_error()
     if settings.sqlite_path is None:
         raise click.UsageError(
             "petstore db backup copies an embedded SQLite database; back PostgreSQL up "
-            "with pgBackRest (docs/operations/recover.md section 8)"
+            "with pgBackRest (docs/operations/recover.md, Backups and restore)"
         )
     try:
         pets = backup(settings.sqlite_path, path)

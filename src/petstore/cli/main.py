@@ -17,17 +17,14 @@ from typing import Any
 
 import click
 
+from petstore import __version__
 from petstore.cli import backup
 from petstore.cli.keys import keys_group
 from petstore.cli.listening import check_exposure, http_options
 from petstore.cli.pets import pets_group
 from petstore.cli.store import BadSettings, settings_or_usage_error, with_store
 from petstore.server import shutdown
-from petstore.server.config import (
-    Environment,
-    Settings,
-    UnsupportedDatabaseError,
-)
+from petstore.server.config import Environment, Settings, UnsupportedDatabaseError
 from petstore.server.rules import keys
 from petstore.server.settings_checks import tls_problem
 from petstore.server.store import Store, migrate
@@ -39,11 +36,11 @@ _PORT_SETTING = "--port (or PETSTORE_PORT)"
 
 
 @click.group()
-@click.version_option(package_name="petstore")
+@click.version_option(__version__, prog_name="petstore")
 def main() -> None:
     """Petstore: the Pet Store Service Interface v1.0.0 over HTTP/JSON.
 
-    Settings come from PETSTORE_* environment variables (see the README).
+    Settings come from PETSTORE_* environment variables (docs/reference/settings.md).
     """
 
 

@@ -34,10 +34,15 @@ from petstore.client.retries import Retries
 from petstore.schemas import Pet, PetStatus
 from petstore.text import printable_url
 
+#: The environment variable a client made without ``base_url`` reads it from: the
+#: service's base URL, ending in ``/v1`` (``http://127.0.0.1:8000/v1``).
 ENV_URL = "PETSTORE_URL"
+#: The environment variable a client made without ``api_key`` reads the key from.
 ENV_API_KEY = "PETSTORE_API_KEY"
-#: D14: what replaces getPet, and its sunset when a response lacks the header.
+#: D14: what replaces getPet, named by :class:`~petstore.client.errors.SunsetWarning`.
 REPLACEMENT = "GET /v1/pets with the status filter (list_pets/iter_pets with status=...)"
+#: D14: getPet's sunset (ISO 8601 date), named in the warning when a response lacks
+#: the ``Sunset`` header.
 DEFAULT_SUNSET = "2030-12-05"
 _pets_decoder = msgspec.json.Decoder(list[Pet])
 _pet_decoder = msgspec.json.Decoder(Pet)
