@@ -8,7 +8,6 @@ command and each worker. Neither shows a value as given: it may be a secret.
 from __future__ import annotations
 
 import os
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal, Self
@@ -45,7 +44,7 @@ from petstore.server.notations import (
 from petstore.server.notations import check_rate_limit as check_rate_limit
 from petstore.server.notations import is_postgres as is_postgres
 from petstore.server.notations import sqlite_path as sqlite_path
-from petstore.server.settings_checks import contradictions
+from petstore.server.settings_checks import contradictions, not_text, problems_of
 
 #: Where the embedded SQLite database lives by default, relative to the working directory.
 DEFAULT_DATABASE_URL = "sqlite:///data/petstore.db"
@@ -78,10 +77,16 @@ class Settings(secret_files.FileSettings):
         env_prefix="PETSTORE_", frozen=True, extra="ignore", hide_input_in_errors=True
     )
 
+    #: The address ``serve`` listens on; beyond loopback (``0.0.0.0``) only with TLS in
+    #: staging and production.
     host: str = "127.0.0.1"
+    #: The port ``serve`` listens on (HTTP, or HTTPS with the TLS settings).
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    #: Worker processes of ``serve``, each with its own event loop and pool.
     workers: Annotated[int, Field(ge=1, le=64)] = 1
+    #: ``development``, ``staging`` or ``production`` (D19): what is refused and logged.
     environment: Environment = Environment.DEVELOPMENT
+    #: ``sqlite:///path`` (the embedded store) or a PostgreSQL URL (libpq's form).
     database_url: Annotated[str, AfterValidator(check_database_url)] = DEFAULT_DATABASE_URL
     #: PostgreSQL connections per worker process (SQLite ignores it).
     database_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
@@ -92,6 +97,7 @@ class Settings(secret_files.FileSettings):
     #: every absolute link in that environment (http/links.py), listed in the OpenAPI
     #: ``servers``. Their defaults are placeholders, refused where they would be used.
     base_url: AnyHttpUrl = AnyHttpUrl(PLACEHOLDER_BASE_URL)
+    #: D19: staging's base URL, the base of every absolute link in staging.
     staging_base_url: AnyHttpUrl = AnyHttpUrl(PLACEHOLDER_STAGING_BASE_URL)
     #: D9: HMAC key for signed cursors; shared by every instance of one deployment.
     cursor_secret: Annotated[SecretStr, AfterValidator(check_not_one_repeated_character)] = (
@@ -100,6 +106,7 @@ class Settings(secret_files.FileSettings):
     #: Speed devices (docs/architecture.md); the service is correct with each off.
     #: Creates that arrive together share one commit; getPets one query.
     group_commit: bool = True
+    #: getPets that arrive together are read in one query.
     read_grouping: bool = True
     #: Found animals and listPets pages that more animals follow are answered from
     #: memory for up to 5 s after their read (docs/operations/run.md).
@@ -114,6 +121,7 @@ class Settings(secret_files.FileSettings):
     )
     #: D15: requests per API key, in the notation of the ``limits`` library.
     rate_limit: Annotated[str, AfterValidator(check_rate_limit)] = "600/minute"
+    #: D15: off, no request is counted or refused for its rate.
     rate_limit_enabled: bool = True
     #: Failed authentications (401) per client address before its requests are
     #: answered 429 for the rest of the window (rules/auth_failures.py); None: off.
@@ -140,9 +148,11 @@ class Settings(secret_files.FileSettings):
     #: after it, and its private key; both or neither. Without them ``serve`` speaks
     #: plain HTTP, which staging and production refuse beyond loopback.
     tls_certificate: Path | None = None
+    #: The private key of ``tls_certificate`` (PEM, not encrypted).
     tls_key: Path | None = None
     #: D25: seconds within which every request is answered (503 when the work is not done).
     request_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    #: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL``.
     log_level: Annotated[str, AfterValidator(check_log_level)] = "INFO"
     #: ``json`` (one object per line) or ``text``; default: text in development only.
     log_format: Literal["json", "text"] | None = None
@@ -208,34 +218,10 @@ def load_settings(**overrides: object) -> Settings:
     Raises SettingsError with one line per problem, each naming its variable
     (``PETSTORE_PORT: Input should be ...``), never a value as given.
     """
-    # A value that is not UTF-8 comes with lone surrogates (os.environ's
-    # surrogateescape), which pydantic cannot even hold: refused here, by name.
     names = {f"PETSTORE_{field.upper()}" for field in Settings.model_fields}
-    undecodable = [
-        f"{name.upper()}: is not UTF-8 text"
-        for name, value in os.environ.items()
-        if name.upper() in names and _UNDECODED.search(value)
-    ]
-    if undecodable:
+    if undecodable := not_text(os.environ, names):
         raise SettingsError("\n".join(undecodable))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise SettingsError("\n".join(_problems(exc))) from None
-
-
-def _problems(invalid: ValidationError) -> list[str]:
-    """Each validation error as ``PETSTORE_<FIELD>: reason`` (a ValueError's own
-    message without pydantic's ``Value error,``); a check of several settings says
-    their names itself."""
-    problems = []
-    for error in invalid.errors():
-        cause = error.get("ctx", {}).get("error")
-        reason = str(cause) if error["type"] == "value_error" and cause else error["msg"]
-        field = error["loc"][0] if error["loc"] else None
-        problems.append(reason if field is None else f"PETSTORE_{str(field).upper()}: {reason}")
-    return problems
-
-
-#: What os.environ makes of bytes that are not UTF-8 (PEP 383).
-_UNDECODED = re.compile("[\udc80-\udcff]")
+        raise SettingsError("\n".join(problems_of(exc))) from None

@@ -4,8 +4,12 @@ problem one sentence naming its variables, for ``Settings``' validation
 
 from __future__ import annotations
 
+import re
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
+
+from pydantic import ValidationError
 
 
 def contradictions(
@@ -55,3 +59,31 @@ def tls_problem(certificate: Path | None, key: Path | None) -> str | None:
     except OSError as exc:
         return f"PETSTORE_TLS_CERTIFICATE or PETSTORE_TLS_KEY cannot be read: {exc.strerror}"
     return None
+
+
+def problems_of(invalid: ValidationError) -> list[str]:
+    """Each validation error as ``PETSTORE_<FIELD>: reason`` (a ValueError's own
+    message without pydantic's ``Value error,``); a check of several settings says
+    their names itself."""
+    problems = []
+    for error in invalid.errors():
+        cause = error.get("ctx", {}).get("error")
+        reason = str(cause) if error["type"] == "value_error" and cause else error["msg"]
+        field = error["loc"][0] if error["loc"] else None
+        problems.append(reason if field is None else f"PETSTORE_{str(field).upper()}: {reason}")
+    return problems
+
+
+def not_text(environ: Mapping[str, str], names: set[str]) -> list[str]:
+    """Each variable of ``names`` (any case) whose value in ``environ`` is not UTF-8
+    text: ``os.environ`` holds such bytes as lone surrogates (PEP 383), which
+    pydantic cannot even hold, so they are refused by name first."""
+    return [
+        f"{name.upper()}: is not UTF-8 text"
+        for name, value in environ.items()
+        if name.upper() in names and _UNDECODED.search(value)
+    ]
+
+
+#: What os.environ makes of bytes that are not UTF-8 (PEP 383).
+_UNDECODED = re.compile("[\udc80-\udcff]")
