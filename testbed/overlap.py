@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 #: The part of the deployment each kind breaks. Kinds of one part are never paired,
 #: nor the monitor's with the data nodes' (a failover needs the monitor). The kinds
-#: that end without healing (a rolling restart, Redis restarted, certificates renewed) are never paired.
+#: that end without healing (a rolling restart, Redis restarted, certificates
+#: renewed) are never paired.
 PARTS = {
     "instance cut from the database": "instances",
     "instance paused": "instances",
