@@ -135,7 +135,8 @@ recovery-drill: $(STAMP) servers
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
 # and the live rules test), prometheus-postgres-exporter and pgbackrest (the backup
 # alerts' live test), prometheus-blackbox-exporter (the certificate alerts' live
-# test) and systemd-analyze; install them when missing.
+# test), faketime (the backup retention test) and systemd-analyze; install them when
+# missing.
 operator-tools:
 	@missing=""; \
 	for tool in mmdebstrap buildah podman; do \
@@ -145,6 +146,7 @@ operator-tools:
 	command -v prometheus-postgres-exporter >/dev/null 2>&1 || missing="$$missing prometheus-postgres-exporter"; \
 	command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing="$$missing prometheus-blackbox-exporter"; \
 	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
+	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the image, the alert tests and the unit checks..."; \
