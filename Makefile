@@ -126,7 +126,7 @@ chaos: $(STAMP) servers
 chaos-network: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.chaos_network $(ARGS)
 
-## recovery-drill: D28 on test hosts under load: an operator's mistake undone by a restore to the moment before it (pgBackRest), then every data node lost and restored to the latest point; at most 15 minutes (make recovery-drill ARGS="--load 60")
+## recovery-drill: D28 on test hosts under load: the primary lost with no gap left in the archive, an operator's mistake undone by a restore to the moment before it (pgBackRest), then every data node lost and restored to the latest point, each step timed; at most 15 minutes (make recovery-drill ARGS="--load 60"; a store of a million animals seeded by COPY first, about 5 minutes: ARGS="--animals 1000000")
 .PHONY: recovery-drill
 recovery-drill: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.recovery_drill $(ARGS)

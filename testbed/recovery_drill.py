@@ -5,17 +5,18 @@ runs (:mod:`testbed.workload`), its history checked.
 
 1. The deployment comes up on test hosts with its pgBackRest repository on host
    ``backup`` (:class:`~testbed.cluster.Cluster`); with ``--animals N``, N animals
-   are put in first by ``COPY``, as ``make bench`` seeds (:func:`bench.seed.fill_postgres`);
-   a full backup, its time and size printed; load. (``make test`` runs the drill on the
-   deployment of the short ``make chaos-network`` once its faults are over: :func:`on`.)
-2. The primary's last seconds (:func:`fail_primary`): cut from the repository's host,
-   so that its archive falls behind, it takes an operator's mistake at a recorded
-   moment T (``DELETE`` of a third of the animals) and finishes that WAL segment;
-   then it is lost (its keeper, PostgreSQL and pgBackRest SIGKILLed) and a secondary
-   promoted, which archives what the old primary had not
-   (deploy/pgbackrest/petstore-pgbackrest-archive-push). The old node rejoins; ``pgbackrest
-   verify`` must find every segment valid and none missing (else **gaps**). With
-   ``--mistakes 2``, another third is deleted later on the new primary.
+   are put in first by ``COPY``, as ``make bench`` seeds
+   (:func:`bench.seed.fill_postgres`); a full backup, its time and size printed; load.
+   (``make test`` runs the drill on the deployment of the short ``make chaos-network``
+   once its faults are over: :func:`on`.)
+2. The primary's last seconds (:func:`testbed.primary_loss.fail_primary`): cut from
+   the repository's host, so that its archive falls behind, it takes an operator's
+   mistake at a recorded moment T (``DELETE`` of a third of the animals) and finishes
+   that WAL segment; then it is lost (its keeper, PostgreSQL and pgBackRest SIGKILLed)
+   and a secondary promoted, which archives what the old primary had not
+   (deploy/pgbackrest/petstore-pgbackrest-archive-push). The old node rejoins;
+   ``pgbackrest verify`` must find every segment valid and none missing (else
+   **gaps**). With ``--mistakes 2``, another third is deleted later on the new primary.
 3. A restore to T onto new data nodes (:mod:`testbed.restore`, ``--type=time``): every
    animal acknowledged before T must be there unchanged (else **missing** or
    **changed**), every animal there before the drill too (else **missing**), none
@@ -53,30 +54,24 @@ import threading
 import time
 import traceback
 import warnings
-from contextlib import suppress
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import psutil
 import psycopg
 
 from bench import seed as seed_store
-from testbed import backups, restore, workload
+from testbed import primary_loss, restore, workload
 from testbed.chaos import client
 from testbed.cluster import Cluster
-from testbed.failover import NODES
-from testbed.hosts import Network
 from testbed.ops import Op
-from testbed.processes import ServerUnavailableError, answers, wait_for
+from testbed.processes import ServerUnavailableError, answers
 from testbed.recovery_check import (
     SERVING_BOUND,
     Drill,
     Moment,
     acknowledged,
     archive_timeout,
-    gaps,
     judge,
     passed,
 )
@@ -86,91 +81,6 @@ REPLAYS = 20
 #: What the drill's workers' animals are named with (``d0-17``): never a key that
 #: a chaos run's workers on the same deployment used before.
 PREFIX = "d"
-
-
-def fail_primary(cluster: Cluster) -> tuple[Moment, str]:
-    """The primary's last seconds: its link to the repository's host cut (what it
-    archives from now on stays in its queue), the mistake at T (:func:`mistake`), its
-    WAL segment finished (``pg_switch_wal``) and streamed to both secondaries; then the
-    primary lost: its keeper, PostgreSQL and pgBackRest killed at once. Returns T and
-    a line saying which node was promoted and when, once one is."""
-    pg, net = cluster.postgres, cluster.hosts
-    assert isinstance(net, Network)
-    primary = pg.primary()
-    others = [i for i in range(NODES) if i != primary]
-    host = f"db{primary + 1}"
-    net.cut([host], [backups.HOST])
-    moment = mistake(cluster, 0)
-    with psycopg.connect(pg.node_url(primary), autocommit=True) as connection:
-        row = connection.execute("SELECT pg_switch_wal()::text").fetchone()
-    assert row is not None
-    switched = row[0]
-    for index in others:
-        url = pg.node_url(index)
-        wait_for(partial(_received, url, switched), what=f"node{index + 1} receiving {switched}",
-                 seconds=30)  # fmt: skip
-    lost = time.monotonic()
-    pg.kill_node(primary)
-    _kill_pgbackrest(cluster, host)
-    promoted = pg.wait_for_promotion(others, seconds=90)
-    line = (f"node{primary + 1} lost {lost - moment.after:.1f} s after the mistake, its "
-            f"archive cut off; node{promoted + 1} promoted after "
-            f"{time.monotonic() - lost:.1f} s")  # fmt: skip
-    net.heal([host])
-    pg.start_node(primary)
-    pg.wait_until_replicated(seconds=180)
-    return moment, line
-
-
-def _received(url: str, lsn: str) -> bool:
-    """Whether the standby at ``url`` has received the WAL up to ``lsn``."""
-    try:
-        with psycopg.connect(url, connect_timeout=1) as connection:
-            row = connection.execute(
-                "SELECT pg_last_wal_receive_lsn() >= %s::pg_lsn", (lsn,)
-            ).fetchone()
-    except psycopg.Error:
-        return False
-    return bool(row and row[0])
-
-
-def _kill_pgbackrest(cluster: Cluster, host: str) -> None:
-    """SIGKILL the pgBackRest processes of data node ``host`` that outlive its
-    PostgreSQL (archive-push's asynchronous process detaches itself): a lost host."""
-    assert cluster.repository is not None
-    config = str(cluster.repository.config(host))
-    for process in psutil.process_iter(["name"]):
-        if process.info["name"] != "pgbackrest":
-            continue
-        with suppress(psutil.Error):
-            if process.environ().get("PGBACKREST_CONFIG") == config:
-                process.kill()
-
-
-def archive_gaps(cluster: Cluster) -> tuple[list[str], str]:
-    """The primary's current segment finished and archived, then ``pgbackrest
-    verify``: the archive's holes (:func:`testbed.recovery_check.gaps`) and a line
-    saying what it checked."""
-    assert cluster.repository is not None
-    url = cluster.postgres.node_url(cluster.postgres.primary())  # as a superuser
-    with psycopg.connect(url, autocommit=True) as connection:
-        row = connection.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchone()
-    assert row is not None
-    segment = row[0]
-
-    def archived() -> bool:
-        with psycopg.connect(url, autocommit=True) as connection:
-            done = connection.execute("SELECT last_archived_wal FROM pg_stat_archiver").fetchone()
-        # A history file's name (00000002.history) sorts before the segments.
-        return done is not None and done[0] is not None and done[0][:24] >= segment
-
-    wait_for(archived, what=f"{segment} archived", seconds=60)
-    runs = cluster.repository.verify()
-    holes = gaps(runs)
-    timelines = sorted({first[:8] for first, _ in runs})
-    line = (f"pgbackrest verify: every file valid, WAL of {len(timelines)} timelines in "
-            f"{len(runs)} runs, gaps {len(holes)}")  # fmt: skip
-    return holes, line
 
 
 def mistake(cluster: Cluster, remainder: int) -> Moment:
@@ -298,10 +208,10 @@ def _steps(
     readiness = Readiness(cluster)
     assert cluster.repository is not None
     time.sleep(load)
-    drill.moment, failover = fail_primary(cluster)
+    drill.moment, failover = primary_loss.fail_primary(cluster, lambda: mistake(cluster, 0))
     print(f"  mistake at {drill.moment.timestamp}: a third of the animals deleted; "
           f"{failover}", file=out, flush=True)  # fmt: skip
-    drill.gaps, verified = archive_gaps(cluster)
+    drill.gaps, verified = primary_loss.archive_gaps(cluster)
     print(f"  after the failover, {verified}", file=out, flush=True)
     for remainder in range(1, mistakes):
         time.sleep(load / 3)
@@ -348,8 +258,8 @@ def _steps(
 def _steps_taken(restored: restore.Restored) -> str:
     """What a restore's steps took: the copy, the recovery, the replicas' copies."""
     return (f"pgbackrest restore {restored.copied:.1f} s, recovery {restored.recovered:.1f} s "
-            f"({restored.replayed / 2**20:.0f} MiB of WAL replayed), three nodes replicating "
-            f"{restored.replicating:.1f} s after")  # fmt: skip
+            f"({restored.replayed / 2**20:.0f} MiB of WAL from the backup's start), three "
+            f"nodes replicating {restored.replicating:.1f} s after")  # fmt: skip
 
 
 def _replay(
