@@ -35,7 +35,8 @@ from tests.servers import postgres_server
 
 pytestmark = pytest.mark.slow
 
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+#: Debian's libfaketime (package faketime), under the machine's multiarch folder.
+LIBFAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), None)
 #: How far back the schedule starts: two full backups before the 7 days at least.
 WINDOW = timedelta(days=16)
 #: D28's days, which repository.conf must keep.
@@ -69,7 +70,7 @@ def folder() -> Iterator[Path]:
 def test_the_shipped_schedule_keeps_seven_days_and_expires_the_rest(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert LIBFAKETIME.exists(), "install Debian's faketime (make test does)"
+    assert LIBFAKETIME is not None, "install Debian's faketime (make test does)"
     now = datetime.now(UTC)
     # Up to an hour ago: no full backup then sits within seconds of 7 days old now.
     since, until = now - WINDOW, now - timedelta(hours=1)
@@ -101,10 +102,6 @@ def test_the_shipped_schedule_keeps_seven_days_and_expires_the_rest(
             connection.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[index]
             for name in ("data_directory", "unix_socket_directories", "port")
         )
-        # One database, not initdb's three: a third of the files to back up each time.
-        for template in ("template0", "template1"):
-            connection.execute(f"ALTER DATABASE {template} IS_TEMPLATE false")
-            connection.execute(f"DROP DATABASE {template}")
         write_config(folder, data=data, sockets=sockets, port=port)
         pgbackrest("stanza-create")
         connection.execute("CREATE TABLE pets (id serial PRIMARY KEY, name text)")
@@ -115,7 +112,7 @@ def test_the_shipped_schedule_keeps_seven_days_and_expires_the_rest(
             )
             pgbackrest(f"--type={kind}", "backup")  # then expires, as the timers' services do
         at(now)
-        pgbackrest("expire")  # what the next backup does first
+        pgbackrest("expire")  # now, as each backup does after itself
         info = json.loads(pgbackrest("--output=json", "info"))[0]
 
     kept, archive = info["backup"], info["archive"][0]
