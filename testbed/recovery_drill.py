@@ -208,11 +208,13 @@ def _steps(
     readiness = Readiness(cluster)
     assert cluster.repository is not None
     time.sleep(load)
+    began = time.monotonic()
     drill.moment, failover = primary_loss.fail_primary(cluster, lambda: mistake(cluster, 0))
     print(f"  mistake at {drill.moment.timestamp}: a third of the animals deleted; "
           f"{failover}", file=out, flush=True)  # fmt: skip
     drill.gaps, verified = primary_loss.archive_gaps(cluster)
-    print(f"  after the failover, {verified}", file=out, flush=True)
+    print(f"  after the failover and the old node's return ({time.monotonic() - began:.1f} s "
+          f"from the cut), {verified}", file=out, flush=True)  # fmt: skip
     for remainder in range(1, mistakes):
         time.sleep(load / 3)
         later = mistake(cluster, remainder)
