@@ -47,8 +47,10 @@ class Moment:
 
 @dataclass
 class Drill:
-    """What happened, for the judgement: the moment of the (first) mistake, what each
-    restore brought back, when each began, the replays' differences and the loss."""
+    """What happened, for the judgement: the moment of the (first) mistake, the
+    highest id and the number of animals before the drill, what each restore brought
+    back, when each began, the replays' differences, the loss, and the archive's gaps
+    after the primary was lost (:func:`gaps`)."""
 
     moment: Moment | None = None
     before_drill: int = 0

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -112,9 +113,12 @@ def restore(cluster: Cluster, *, target: str | None) -> Restored:
     began = time.monotonic()
     repository.restore(0, target=target)
     copied = time.monotonic() - began
-    backup_start = repository.info()["backup"][-1]["lsn"]["start"]
+    # The backup restored (pgBackRest picks the newest before the target) began here.
+    label = (pg.pgdata("node1") / "backup_label").read_text()
+    backup_start = re.search(r"^START WAL LOCATION: (\S+)", label, re.MULTILINE)
+    assert backup_start is not None, label
     began = time.monotonic()
-    restored = _recover_apart(pg, backup_start=backup_start)
+    restored = _recover_apart(pg, backup_start=backup_start[1])
     recovered = time.monotonic() - began
     repository.start()
     began = time.monotonic()
