@@ -126,7 +126,7 @@ chaos: $(STAMP) servers
 chaos-network: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.chaos_network $(ARGS)
 
-## recovery-drill: D28 on test hosts under load: an operator's mistake undone by a restore to the moment before it (pgBackRest), then every data node lost and restored to the latest point; at most 15 minutes (make recovery-drill ARGS="--load 60")
+## recovery-drill: D28 on test hosts under load: the primary lost with no gap left in the archive, an operator's mistake undone by a restore to the moment before it (pgBackRest), then every data node lost and restored to the latest point, each step timed; at most 15 minutes (make recovery-drill ARGS="--load 60"; a store of a million animals seeded by COPY first, about 5 minutes: ARGS="--animals 1000000")
 .PHONY: recovery-drill
 recovery-drill: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.recovery_drill $(ARGS)
@@ -135,7 +135,8 @@ recovery-drill: $(STAMP) servers
 # use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
 # and the live rules test), prometheus-postgres-exporter and pgbackrest (the backup
 # alerts' live test), prometheus-blackbox-exporter (the certificate alerts' live
-# test) and systemd-analyze; install them when missing.
+# test), faketime (the backup retention test) and systemd-analyze; install them when
+# missing.
 operator-tools:
 	@missing=""; \
 	for tool in mmdebstrap buildah podman; do \
@@ -145,6 +146,7 @@ operator-tools:
 	command -v prometheus-postgres-exporter >/dev/null 2>&1 || missing="$$missing prometheus-postgres-exporter"; \
 	command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing="$$missing prometheus-blackbox-exporter"; \
 	command -v pgbackrest >/dev/null 2>&1 || missing="$$missing pgbackrest"; \
+	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the image, the alert tests and the unit checks..."; \

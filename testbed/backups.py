@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
 import subprocess
@@ -103,10 +104,14 @@ class Repository:
 
     def node_env(self, index: int) -> dict[str, str]:
         """What a data node's PostgreSQL needs in its environment to archive (and,
-        restored, to read the archive)."""
+        restored, to read the archive): its pgBackRest configuration, and
+        deploy/pgbackrest/ first on its ``PATH``, where the archive_command of
+        deploy/postgres/archiving.conf is (production: /usr/local/bin)."""
         node = self.nodes[index]
+        path = f"{DEPLOY / 'pgbackrest'}:{os.environ.get('PATH', os.defpath)}"
         return {"PGBACKREST_CONFIG": str(self.config(node)),
-                "PGBACKREST_CONFIG_INCLUDE_PATH": str(self.include(node))}  # fmt: skip
+                "PGBACKREST_CONFIG_INCLUDE_PATH": str(self.include(node)),
+                "PATH": path}  # fmt: skip
 
     def prepare(self) -> None:
         """Make the certificates the hosts lack (deploy/tls/make-certificates),
@@ -184,7 +189,7 @@ class Repository:
             give_to_postgres(folder.parent)
             give_to_postgres(folder)
         glob = {**glob, **{f"{what}-path": str(path) for what, path in folders.items()}}
-        text = _render((DEPLOY / "pgbackrest" / template).read_text(),
+        text = render((DEPLOY / "pgbackrest" / template).read_text(),
                        {"global": glob, STANZA: stanza})  # fmt: skip
         self.config(host).write_text(text)
         give_to_postgres(self.config(host))
@@ -261,6 +266,19 @@ class Repository:
         stanzas: list[dict[str, Any]] = json.loads(text, strict=False)
         return stanzas[0]
 
+    def verify(self) -> list[tuple[str, str]]:
+        """``pgbackrest verify`` on the repository host: every archived WAL segment
+        and every backup's files read back and checked against their checksums.
+        Returns the runs of consecutive WAL segments it found, each (first, last)
+        segment name, timeline included (pgBackRest starts a new run where a segment
+        is missing). Raises ServerUnavailableError when it finds a file invalid or
+        missing, naming what it reported."""
+        text = self.command(HOST, "--log-level-console=detail", "--output=text", "--verbose",
+                            "verify")  # fmt: skip
+        if re.search(r"^status: (?!ok$)", text, re.MULTILINE):
+            raise ServerUnavailableError(f"pgbackrest verify: {text.strip()}")
+        return re.findall(r"wal start: ([0-9A-F]{24}), wal stop: ([0-9A-F]{24})", text)
+
     def check_opens(self) -> None:
         """Raise ServerUnavailableError, naming :attr:`passphrase` when that may be
         the cause, unless ``pgbackrest info`` on the repository host reads the
@@ -297,7 +315,7 @@ class Repository:
         return [d for d in self.servers.values() if d is not None]
 
 
-def _render(template: str, options: dict[str, dict[str, str | list[str]]]) -> str:
+def render(template: str, options: dict[str, dict[str, str | list[str]]]) -> str:
     """``template`` (pgBackRest's INI notation, where an option given on several
     lines holds several values) with each section's ``options`` in place of the
     template's lines of the same option, or added at the section's end."""

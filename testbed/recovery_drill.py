@@ -1,21 +1,30 @@
 """``make recovery-drill``: D28 on test hosts, under the closed-loop load of the chaos
 runs (:mod:`testbed.workload`), its history checked.
 
-    python -m testbed.recovery_drill [--workers 4] [--load 30] [--mistakes 2]
+    python -m testbed.recovery_drill [--workers 4] [--load 30] [--mistakes 2] [--animals 0]
 
 1. The deployment comes up on test hosts with its pgBackRest repository on host
-   ``backup`` (:class:`~testbed.cluster.Cluster`); a full backup; load. (``make test``
-   runs the drill on the deployment of the short ``make chaos-network`` once its
-   faults are over: :func:`on`.)
-2. An operator's mistake at a recorded moment T: ``DELETE`` of a third of the
-   animals on the primary (with ``--mistakes 2``, another third deleted later while
-   the load goes on).
+   ``backup`` (:class:`~testbed.cluster.Cluster`); with ``--animals N``, N animals
+   are put in first by ``COPY``, as ``make bench`` seeds
+   (:func:`bench.seed.fill_postgres`); a full backup, its time and size printed; load.
+   (``make test`` runs the drill on the deployment of the short ``make chaos-network``
+   once its faults are over: :func:`on`.)
+2. The primary's last seconds (:func:`testbed.primary_loss.fail_primary`): cut from
+   the repository's host, so that its archive falls behind, it takes an operator's
+   mistake at a recorded moment T (``DELETE`` of a third of the animals) and finishes
+   that WAL segment; then it is lost (its keeper, PostgreSQL and pgBackRest SIGKILLed)
+   and a secondary promoted, which archives what the old primary had not
+   (deploy/pgbackrest/petstore-pgbackrest-archive-push). The old node rejoins;
+   ``pgbackrest verify`` must find every segment valid and none missing (else
+   **gaps**). With ``--mistakes 2``, another third is deleted later on the new primary.
 3. A restore to T onto new data nodes (:mod:`testbed.restore`, ``--type=time``): every
    animal acknowledged before T must be there unchanged (else **missing** or
-   **changed**), none whose create began after T (else **extra**), and Idempotency-Keys
-   used before T replay the same animal (else **changed**). After it, no id
-   acknowledged or read before the restore may be acknowledged again for a create (else
-   **ids reused**, D5), here or after step 4.
+   **changed**), every animal there before the drill too (else **missing**), none
+   whose create began after T (else **extra**), and Idempotency-Keys used before T
+   replay the same animal (else **changed**). The restore's copy, its recovery (and the
+   WAL replayed) and the time until three nodes replicate are printed. After it, no
+   id acknowledged or read before the restore may be acknowledged again for a create
+   (else **ids reused**, D5), here or after step 4.
 4. Every data node lost at once under load (keepers and PostgreSQL killed, data
    directories removed), and a restore through the newest archived WAL: the
    acknowledged creates that did not come back (**lost**) and how many seconds before
@@ -28,8 +37,8 @@ The last line (one line, wrapped here)::
     ids reused 0; every data node lost: lost L acknowledged of the last S s
     (archive_timeout T s), serving again after R s
 
-Exit status 0 when missing, changed, extra and ids reused are 0, S is within D28's
-60 s and R within its 10 minutes; 1 otherwise; 2 when the deployment did not come up
+Exit status 0 when missing, changed, extra, ids reused and gaps are 0, S is within
+D28's 60 s and R within its 10 minutes; 1 otherwise; 2 when the deployment did not come up
 or recover. Everything it started (processes, namespaces) is removed when it ends, on
 an error or a signal (SIGINT, SIGTERM) too.
 """
@@ -43,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import warnings
 from pathlib import Path
 from types import FrameType
@@ -50,7 +60,8 @@ from typing import Any
 
 import psycopg
 
-from testbed import restore, workload
+from bench import seed as seed_store
+from testbed import primary_loss, restore, workload
 from testbed.chaos import client
 from testbed.cluster import Cluster
 from testbed.ops import Op
@@ -126,11 +137,12 @@ class Readiness:
 
 def run(
     root: Path, *, workers: int, load: float, mistakes: int, before_loss: float | None = None,
-    seed: int = 54, out: Any = sys.stdout,
+    seed: int = 54, animals: int = 0, out: Any = sys.stdout,
 ) -> dict[str, float]:  # fmt: skip
     """The drill (:func:`on`) on a deployment of its own on test hosts under
-    ``root``, with ``workers`` client hosts; removes everything. Raises
-    ServerUnavailableError when the deployment does not come up or recover."""
+    ``root``, with ``workers`` client hosts, ``animals`` put in first; removes
+    everything. Raises ServerUnavailableError when the deployment does not come up or
+    recover."""
     warnings.simplefilter("ignore", DeprecationWarning)  # getPet's, on every read
     cluster = Cluster(root, instances=2, on_hosts=True, clients=workers)
     try:
@@ -139,6 +151,11 @@ def run(
         print(f"Test hosts up, stanza created, full backup taken in "
               f"{time.monotonic() - began:.1f} s: {cluster.url}", file=out, flush=True)  # fmt: skip
         with cluster.harness():
+            if animals:
+                began = time.monotonic()
+                seed_store.fill_postgres(cluster.postgres.url, pets=animals)
+                print(f"  {animals} animals put in by COPY in {time.monotonic() - began:.1f} s",
+                      file=out, flush=True)  # fmt: skip
             return on(cluster, key, workers=workers, load=load, mistakes=mistakes,
                       before_loss=before_loss, seed=seed, out=out)  # fmt: skip
     finally:
@@ -161,15 +178,24 @@ def on(
     assert cluster.repository is not None
     drill = Drill()
     rng = random.Random(seed)
+    began = time.monotonic()
     cluster.repository.backup("full")
+    took = time.monotonic() - began
+    size = cluster.repository.info()["backup"][-1]["info"]
     with psycopg.connect(cluster.postgres.url) as connection:  # what was there before
-        row = connection.execute("SELECT coalesce(max(id), 0) FROM pets").fetchone()
-    drill.before_drill = row[0] if row else 0
+        row = connection.execute("SELECT coalesce(max(id), 0), count(*) FROM pets").fetchone()
+    drill.before_drill, drill.before_count = (row[0], row[1]) if row else (0, 0)
+    print(f"  full backup of {drill.before_count} animals: {took:.1f} s, database "
+          f"{size['size'] / 2**20:.0f} MiB, {size['repository']['size'] / 2**20:.0f} MiB "
+          f"in the repository", file=out, flush=True)  # fmt: skip
     with workload.load(cluster, key, workers, prefix=PREFIX) as book:
         try:
             _steps(cluster, key, book, drill, rng, load=load, mistakes=mistakes,
                    before_loss=before_loss, out=out)  # fmt: skip
         except BaseException:  # down before the workers are joined: they end at once
+            # Said first: down() ends every process in the test hosts, this one among
+            # them when it runs in the harness's host.
+            traceback.print_exc()
             cluster.down()
             raise
     return judge(book.ops, drill, out=out)
@@ -182,9 +208,13 @@ def _steps(
     readiness = Readiness(cluster)
     assert cluster.repository is not None
     time.sleep(load)
-    drill.moment = mistake(cluster, 0)
-    print(f"  mistake at {drill.moment.timestamp}: a third of the animals deleted",
-          file=out, flush=True)  # fmt: skip
+    began = time.monotonic()
+    drill.moment, failover = primary_loss.fail_primary(cluster, lambda: mistake(cluster, 0))
+    print(f"  mistake at {drill.moment.timestamp}: a third of the animals deleted; "
+          f"{failover}", file=out, flush=True)  # fmt: skip
+    drill.gaps, verified = primary_loss.archive_gaps(cluster)
+    print(f"  after the failover and the old node's return ({time.monotonic() - began:.1f} s "
+          f"from the cut), {verified}", file=out, flush=True)  # fmt: skip
     for remainder in range(1, mistakes):
         time.sleep(load / 3)
         later = mistake(cluster, remainder)
@@ -201,6 +231,7 @@ def _steps(
           f"{len(drill.first.pets)} animals, ids from {drill.first.next_id}, serving again "
           f"after {ready:.1f} s, three nodes replicating after {replicating:.1f} s",
           file=out, flush=True)  # fmt: skip
+    print(f"    {_steps_taken(drill.first)}", file=out, flush=True)
     drill.replayed, drill.replays_differ = _replay(cluster, key, book.ops, drill, rng)
     cluster.repository.backup("full")  # the guide's last step; it switches the WAL too
     # Past the backup's switch, at a moment drawn within archive_timeout's period,
@@ -218,11 +249,19 @@ def _steps(
     print(f"  restored through the newest archived WAL: {len(drill.latest.pets)} animals, "
           f"serving again after {drill.ready_after:.1f} s, three nodes replicating after "
           f"{replicating:.1f} s", file=out, flush=True)  # fmt: skip
+    print(f"    {_steps_taken(drill.latest)}", file=out, flush=True)
     cluster.repository.backup("full")
     time.sleep(load / 3)
     info = cluster.repository.info()
     print(f"  repository ({info['cipher']}): {len(info['backup'])} backups, WAL archived "
           f"through {info['archive'][-1]['max']}", file=out)  # fmt: skip
+
+
+def _steps_taken(restored: restore.Restored) -> str:
+    """What a restore's steps took: the copy, the recovery, the replicas' copies."""
+    return (f"pgbackrest restore {restored.copied:.1f} s, recovery {restored.recovered:.1f} s "
+            f"({restored.replayed / 2**20:.0f} MiB of WAL from the backup's start), three "
+            f"nodes replicating {restored.replicating:.1f} s after")  # fmt: skip
 
 
 def _replay(
@@ -260,13 +299,17 @@ def main(argv: list[str] | None = None) -> int:
         "(default: archive_timeout and a random share of it more)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=54, help="the drawn moments' seed")
+    parser.add_argument("--animals", type=int, default=0,
+                        help="animals put in by COPY first (as make bench seeds)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.animals < 0:
+        parser.error("--animals must be 0 or more")
     signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="petstore-recovery-drill-") as folder:
         try:
             counts = run(Path(folder), workers=args.workers, load=args.load,
                          mistakes=args.mistakes, before_loss=args.before_loss,
-                         seed=args.seed)  # fmt: skip
+                         seed=args.seed, animals=args.animals)  # fmt: skip
         except ServerUnavailableError as exc:
             print(f"Error: {exc}", file=sys.stderr)
             return 2

@@ -23,9 +23,12 @@ repository (D28), step by step, on a :class:`~testbed.cluster.Cluster` on test h
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import psycopg
 
@@ -48,10 +51,17 @@ RECOVERY_SETTINGS = ("restore_command", "recovery_target_time", "recovery_target
 
 @dataclass(frozen=True)
 class Restored:
-    """What a restore brought back: every animal, and where the counter moved."""
+    """What a restore brought back: every animal, and where the counter moved; how
+    long ``pgbackrest restore`` took, then the recovery until promoted (seconds), the
+    WAL it replayed from the backup's start (bytes), and the seconds from the
+    registration of the restored node until three nodes replicated."""
 
     pets: list[Pet]
     next_id: int
+    copied: float = 0.0
+    recovered: float = 0.0
+    replayed: int = 0
+    replicating: float = 0.0
 
 
 def stop_data_nodes(cluster: Cluster) -> None:
@@ -100,17 +110,28 @@ def restore(cluster: Cluster, *, target: str | None) -> Restored:
     pg, repository = cluster.postgres, cluster.repository
     assert repository is not None
     pg.forget_nodes()
+    began = time.monotonic()
     repository.restore(0, target=target)
-    restored = _recover_apart(pg)
+    copied = time.monotonic() - began
+    # The backup restored (pgBackRest picks the newest before the target) began here.
+    label = (pg.pgdata("node1") / "backup_label").read_text()
+    backup_start = re.search(r"^START WAL LOCATION: (\S+)", label, re.MULTILINE)
+    assert backup_start is not None, label
+    began = time.monotonic()
+    restored = _recover_apart(pg, backup_start=backup_start[1])
+    recovered = time.monotonic() - began
     repository.start()
+    began = time.monotonic()
     pg.create_nodes()
-    return restored
+    return replace(restored, copied=copied, recovered=recovered,
+                   replicating=time.monotonic() - began)  # fmt: skip
 
 
-def _recover_apart(pg: PostgresNodes) -> Restored:
+def _recover_apart(pg: PostgresNodes, *, backup_start: str) -> Restored:
     """Step 3 and 4: node 1's restored PostgreSQL on a socket of its own (no TCP,
     no synchronous standby to wait for) until recovery has promoted it; its animals
-    read and its counter moved; then stopped."""
+    read and its counter moved; then stopped. ``backup_start`` is the restored
+    backup's start LSN, whence the WAL replayed is counted."""
     socket = pg.root / "pg" / "restore-socket"
     socket.mkdir(exist_ok=True)
     shutil.chown(socket, pg.hosts.postgres or "root", pg.hosts.postgres or "root")
@@ -135,10 +156,23 @@ def _recover_apart(pg: PostgresNodes) -> Restored:
             raise ServerUnavailableError(f"pg_ctl {args[-1]}: {done.stdout} {done.stderr}")
 
     run("--log", str(log), "--options", options, "--wait", "--timeout", "600", "start")
+    url = f"host={socket} port={pg.node_ports[0]} user=postgres dbname={DATABASE}"
+
+    def promoted() -> bool:
+        # pg_ctl returns once the server reads; a recovery that cannot reach its
+        # target (WAL missing from the archive) ends the server after that.
+        if not (pgdata / "postmaster.pid").exists():
+            raise ServerUnavailableError(
+                f"the restored node stopped before its promotion: {_fatal(pgdata)}"
+            )
+        return _promoted(url)
+
     try:
-        url = f"host={socket} port={pg.node_ports[0]} user=postgres dbname={DATABASE}"
-        wait_for(lambda: _promoted(url), what="the restored node's promotion", seconds=600)
+        wait_for(promoted, what="the restored node's promotion", seconds=600)
         with psycopg.connect(url, autocommit=True) as connection:
+            lsn = connection.execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)::bigint", (backup_start,)
+            ).fetchone()
             rows = connection.execute(
                 "SELECT id, name, category_id, status FROM pets ORDER BY id"
             ).fetchall()
@@ -150,8 +184,17 @@ def _recover_apart(pg: PostgresNodes) -> Restored:
             for setting in RECOVERY_SETTINGS:
                 connection.execute(f"ALTER SYSTEM RESET {setting}")
     finally:
-        run("--mode", "fast", "--wait", "stop")
-    return Restored([(i, n, c, str(s)) for i, n, c, s in rows], next_id)
+        if (pgdata / "postmaster.pid").exists():
+            run("--mode", "fast", "--wait", "stop")
+    replayed = int(lsn[0]) if lsn else 0
+    return Restored([(i, n, c, str(s)) for i, n, c, s in rows], next_id, replayed=replayed)
+
+
+def _fatal(pgdata: Path) -> str:
+    """The last FATAL line of the newest server log in ``pgdata``'s log folder."""
+    logs = sorted((pgdata / "log").glob("*.log"), key=lambda path: path.stat().st_mtime)
+    lines = logs[-1].read_text(errors="replace").splitlines() if logs else []
+    return next((line for line in reversed(lines) if "FATAL:" in line), "no FATAL line logged")
 
 
 def _promoted(url: str) -> bool:

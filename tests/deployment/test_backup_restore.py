@@ -720,3 +720,53 @@ def test_the_pgbackrest_repository_is_encrypted_and_opens_with_its_passphrase_on
         for daemon in repository.daemons():
             daemon.stop()
         network.down()
+
+
+ARCHIVE_PUSH = DEPLOY / "pgbackrest" / "petstore-pgbackrest-archive-push"
+
+
+def test_a_promoted_node_archives_the_old_timeline_up_to_the_switch_first(tmp_path: Path) -> None:
+    """deploy/postgres/archiving.conf's archive_command with a stand-in pgbackrest
+    that records its calls: a segment is pushed as it is; a timeline history file (a
+    promotion) first has every segment of the parent timeline below the switch pushed,
+    the newest first, synchronously, one failing push holding up none of the others
+    nor the history file; never a segment at or past the switch (a standby's recycled
+    files), of another timeline, or the ``.partial`` one."""
+    wal = tmp_path / "pg_wal"
+    wal.mkdir()
+    names = [f"00000001{n:016X}" for n in range(3, 10)]  # timeline 1 up to the switch
+    past = ["00000001000000000000000A", "00000001000000000000000B"]  # recycled, stale
+    for name in [*names, *past, "00000002000000000000000A"]:
+        with (wal / name).open("wb") as segment:  # wal_segment_size, sparse
+            segment.truncate(16 * 2**20)
+    (wal / "00000001000000000000000A.partial").touch()
+    # Timeline 2 began at 0/A000060: in segment A of timeline 1.
+    (wal / "00000002.history").write_text("1\t0/A000060\tno recovery target specified\n")
+    stand_in = tmp_path / "bin" / "pgbackrest"
+    stand_in.parent.mkdir()
+    stand_in.write_text(
+        '#!/bin/sh\necho "$*" >> "$CALLS"\ncase "$*" in *000000010000000000000007) exit 1;; esac\n'
+    )
+    stand_in.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {"PATH": f"{stand_in.parent}:/usr/bin:/bin", "CALLS": str(calls)}
+
+    def archive(path: str) -> subprocess.CompletedProcess[str]:
+        calls.unlink(missing_ok=True)
+        return subprocess.run(
+            [str(ARCHIVE_PUSH), path], cwd=tmp_path, env=env, capture_output=True, text=True,
+            check=False,
+        )  # fmt: skip
+
+    done = archive("pg_wal/00000002000000000000000A")
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == [
+        "--stanza=petstore archive-push pg_wal/00000002000000000000000A"
+    ]
+    done = archive("pg_wal/00000002.history")
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == [
+        *(f"--stanza=petstore --no-archive-async archive-push pg_wal/{n}" for n in names[::-1]),
+        "--stanza=petstore archive-push pg_wal/00000002.history",
+    ]
+    assert "000000010000000000000007 of timeline 1 not archived" in done.stderr

@@ -6,6 +6,7 @@ deployment (tests/testbed/test_chaos_network.py)."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from testbed import recovery_check
 from testbed.ops import Op
@@ -63,3 +64,38 @@ def test_the_drill_fails_on_a_missing_animal_or_a_loss_past_the_bound() -> None:
     for name, value in (("missing", 1), ("changed", 1), ("extra", 1), ("reused", 1),
                         ("span", 61.0), ("serving", 601.0)):  # fmt: skip
         assert not recovery_check.passed({**clean, name: value}), name
+
+
+def test_a_hole_in_a_timeline_or_before_a_switch_is_a_gap() -> None:
+    """:func:`recovery_check.gaps` reads ``pgbackrest verify``'s runs of segments: one
+    run per timeline, each later timeline beginning right after a segment an earlier
+    one reached, is no gap; a timeline in two runs is one, and so is a timeline that
+    begins where the previous one stopped short (what a lost primary had not
+    archived when a secondary was promoted)."""
+    whole = [("000000010000000000000003", "000000010000000000000009"),
+             ("00000002000000000000000A", "00000002000000000000000F")]  # fmt: skip
+    assert recovery_check.gaps(whole) == []
+    # The primary's last two segments of timeline 1, never archived.
+    short = [("000000010000000000000003", "000000010000000000000007"), whole[1]]
+    assert recovery_check.gaps(short) == [
+        "timeline 2 begins at segment A: no earlier timeline reaches 9"
+    ]
+    split = [("000000010000000000000003", "000000010000000000000004"),
+             ("000000010000000000000006", "000000010000000000000009"), whole[1]]  # fmt: skip
+    assert recovery_check.gaps(split) == ["timeline 1: segments 5 to 5 missing"]
+    # A timeline may begin from one older than the previous (a restore to a moment).
+    restored = [*whole, ("000000030000000000000005", "000000030000000000000006")]
+    assert recovery_check.gaps(restored) == []
+
+
+def test_an_animal_there_before_the_drill_and_absent_from_the_restore_is_missing() -> None:
+    """A seeded store (``--animals``): the animals there before the drill were there
+    at the moment, so the restore to it must hold every one."""
+    ops = [create(11, 11, 1, 2)]
+    seeded = [(i, f"Rex {i}", 1, "available") for i in range(1, 11)]
+    made = drill([11], [11])
+    for count, pets in ((10, seeded), (10, seeded[1:])):
+        first = Restored([*pets, (11, "d0-11", 1, "available")], 1000)
+        one = replace(made, first=first, before_drill=10, before_count=count)
+        counts = recovery_check.judge(ops, one, out=io.StringIO())
+        assert (counts["missing"], counts["changed"], counts["extra"]) == (10 - len(pets), 0, 0)
