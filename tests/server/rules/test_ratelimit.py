@@ -9,6 +9,7 @@ import logging
 import re
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -23,7 +24,9 @@ from starlette.testclient import TestClient
 from petstore.server.app import create_app
 from petstore.server.config import Settings
 from petstore.server.http.pipeline import Service
+from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import migrate
+from petstore.server.store.counters import REDIS_TIMEOUT_SECONDS, Counters
 from tests.conformance import Conformance
 from tests.conftest import (
     FakeClock,
@@ -33,6 +36,7 @@ from tests.conftest import (
     redis_url,
     run_sql,
 )
+from tests.tcpproxy import TcpProxy
 
 UNREACHABLE_REDIS_URL = "redis://127.0.0.1:1/0"
 DEFAULT_POLICY = '"default";q=600;w=60'
@@ -433,6 +437,43 @@ def test_with_redis_unreachable_requests_succeed_and_readyz_says_so(
     body = ready.json()
     assert body["status"] == "ready"
     assert body["rateLimits"].startswith("failing open")
+
+
+def test_after_a_failed_count_redis_is_left_alone_for_a_second_then_counted_again(
+    fresh_redis: str,
+) -> None:
+    """A Redis that stops answering costs one hit its call's timeout; the hits of the
+    next second fail open at once, without a call; then counting starts again (D15)."""
+    now = [0.0]
+    port = int(fresh_redis.rsplit(":", 1)[1].split("/")[0])
+
+    async def run(proxy: TcpProxy) -> list[tuple[bool, float]]:
+        counters = Counters(f"redis://127.0.0.1:{proxy.port}/0")
+        limiter = RateLimiter("100/minute", counters=counters, monotonic=lambda: now[0])
+        key = 1
+        seen: list[tuple[bool, float]] = []
+
+        async def hit() -> None:
+            began = time.monotonic()
+            quota = await limiter.hit(key)
+            seen.append((quota is not None, time.monotonic() - began))
+
+        await hit()  # counted
+        proxy.pause()
+        await hit()  # waits for its call's timeout, fails open
+        now[0] += 0.5
+        await hit()  # within the second: fails open without a call
+        proxy.resume()
+        now[0] += 0.6
+        await hit()  # the second has passed: counted again
+        await limiter.close()
+        return seen
+
+    with TcpProxy(port) as proxy:
+        seen = asyncio.run(run(proxy))
+    assert [counted for counted, _ in seen] == [True, False, False, True]
+    assert seen[1][1] >= REDIS_TIMEOUT_SECONDS
+    assert seen[2][1] < 0.05  # no call at all
 
 
 def test_readyz_says_failing_open_when_redis_is_unreachable_before_any_request(

@@ -7,7 +7,11 @@ into the IETF fields of draft-ietf-httpapi-ratelimit-headers. The partition key 
 the API key's id, never the key. Hits are counted a turn of the event loop at a time,
 one increment per key (:class:`petstore.server.batches.TurnBatcher`), each hit still
 getting its own count. When Redis cannot be reached the service fails open: it
-answers, logs the fault at most once a minute, and ``/readyz`` says so.
+answers, logs the fault at most once a minute, and ``/readyz`` says so. After a failed
+count the store is left alone for :data:`RETRY_AFTER_FAILURE_SECONDS`, every hit
+meanwhile failing open at once: a request does not wait on an unreachable store more
+than once a second in each worker, and counting starts again within a second of its
+return.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ log = logging.getLogger("petstore.ratelimit")
 POLICY = "default"
 _LOG_EVERY_SECONDS = 60.0
 _KEYS_MAX = 100_000
+#: Seconds after a failed count during which hits fail open without asking the store.
+RETRY_AFTER_FAILURE_SECONDS = 1.0
 
 #: Whose window a hit counts in: the API key's id, and its own limit (D22) or None
 #: for the service's. A key whose limit changes gets a window of its own.
@@ -88,6 +94,7 @@ class RateLimiter:
         self._windows: LRU[Slot, _Window] = LRU(_KEYS_MAX)
         self.store_error: str | None = None
         self._logged_at = -math.inf
+        self._failed_at = -math.inf
         self._hits = TurnBatcher(self._count)
 
     def policy(self, own_limit: str | None = None) -> tuple[int, int]:
@@ -124,6 +131,8 @@ class RateLimiter:
         window's total less the hits that follow in the batch. The window's end is
         remembered per key and asked again only when a window opens or has passed.
         """
+        if self._monotonic() - self._failed_at < RETRY_AFTER_FAILURE_SECONDS:
+            return [None] * len(windows)  # failed just now: not asked again yet
         amounts = Counter(windows)
         try:
             if len(amounts) == 1:  # the usual turn: one key, and no task for a gather
@@ -133,6 +142,7 @@ class RateLimiter:
                 incrs = (self._incr(window, amount) for window, amount in amounts.items())
                 totals = dict(zip(amounts, await asyncio.gather(*incrs), strict=True))
         except Exception as exc:  # the limiter store is down: fail open (D15)
+            self._failed_at = self._monotonic()
             self.store_error = f"{type(exc).__name__}: {exc}"
             if self._monotonic() - self._logged_at > _LOG_EVERY_SECONDS:
                 self._logged_at = self._monotonic()

@@ -3,8 +3,9 @@ or in Redis (``PETSTORE_REDIS_URL``: every instance shares one budget).
 
 The ``limits`` library counts; this module only chooses and owns its storage, so that
 the rules (:mod:`petstore.server.rules.ratelimit`) import no driver. A Redis that
-does not answer within :data:`REDIS_TIMEOUT_SECONDS` is a failed call, which the rate
-limiter turns into failing open.
+does not answer within :data:`REDIS_TIMEOUT_SECONDS` (a new connection within
+:data:`REDIS_CONNECT_SECONDS`) is a failed call, which the rate limiter turns into
+failing open.
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ import socket
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from redis.asyncio import ConnectionPool
 
-#: How long one Redis call may take, connecting included: a limit check must never
+#: How long one Redis call on an open connection may take: a limit check must never
 #: hold a request up for long (D15 fails open instead).
 REDIS_TIMEOUT_SECONDS = 0.25
+#: How long a new connection may take: TCP's and TLS's handshakes (rediss://), the
+#: AUTH and the client's own setup, a few round trips and a signature check that a
+#: busy host can stretch past a call's 0.25 s. After a failure the rate limiter leaves
+#: Redis alone for a second (``rules.ratelimit``), so an unreachable Redis costs a
+#: request this at most once a second per worker.
+REDIS_CONNECT_SECONDS = 1.0
 #: D25: a Redis host that vanishes without a FIN is noticed by TCP as PostgreSQL's is
 #: (``postgres_connections.KEEPALIVES``): an idle connection after 2 s and 3 probes 1 s
 #: apart, one with data unacknowledged after 2 s. A call fails open after
@@ -45,7 +52,7 @@ class Counters:
             self._pool = ConnectionPool.from_url(
                 redis_url,
                 socket_timeout=REDIS_TIMEOUT_SECONDS,
-                socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+                socket_connect_timeout=REDIS_CONNECT_SECONDS,
                 socket_keepalive=True,
                 socket_keepalive_options=REDIS_KEEPALIVE_OPTIONS,
                 health_check_interval=REDIS_HEALTH_CHECK_SECONDS,
