@@ -89,8 +89,8 @@ test-prerequisites: $(STAMP) $(REDOCLY) $(OPENAPI_TYPESCRIPT) browser servers op
 	$(BIN)/python -m release.image lock --check
 
 # The suite starts its own PostgreSQL and Redis (tests/servers.py), and its short
-# chaos run the whole deployment (deploy/), from Debian's binaries; install the
-# packages when missing, saying so in one line.
+# chaos run the whole deployment (deploy/), from Debian's binaries (tcpdump: the
+# wire capture); install the packages when missing, saying so in one line.
 servers:
 	@missing=""; \
 	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
@@ -104,6 +104,7 @@ servers:
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v socat >/dev/null 2>&1 || missing="$$missing socat"; \
+	command -v tcpdump >/dev/null 2>&1 || missing="$$missing tcpdump"; \
 	[ -z "$$missing" ] || { \
 	  echo "Installing Debian's$$missing for the test servers and the deployment..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \

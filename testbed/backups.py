@@ -216,7 +216,15 @@ class Repository:
         )
         daemon = Daemon(argv, log=self.root.parent / f"pgbackrest-{host}.log")
         address = self.hosts.addresses[host]
-        wait_for(lambda: accepts(address, TLS_PORT), what=f"pgBackRest's TLS server on {host}")
+        try:
+            with self.hosts.entered(host):  # the probe's packets stay on the test network
+                wait_for(lambda: accepts(address, TLS_PORT) or not daemon.alive(),
+                         what=f"pgBackRest's TLS server on {host}")  # fmt: skip
+            if not daemon.alive():
+                raise ServerUnavailableError(f"pgBackRest's TLS server on {host} ended")
+        except ServerUnavailableError as error:
+            daemon.stop()
+            raise ServerUnavailableError(f"{error}; its log:\n{daemon.tail()}") from None
         return daemon
 
     def stop_server(self, host: str) -> None:

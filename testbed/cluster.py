@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -136,9 +136,7 @@ class Cluster:
     def harness(self) -> AbstractContextManager[None]:
         """The calling thread in the ``ctl`` host for the block (hosts mode): where
         the harness reads the monitor and the service from."""
-        if isinstance(self.hosts, test_hosts.Network):
-            return self.hosts.entered("ctl")
-        return nullcontext()
+        return self.hosts.entered("ctl")
 
     def up(self) -> str:
         """Start everything, migrate, create an API key; returns the key once every

@@ -25,7 +25,7 @@ import re
 import signal
 import subprocess
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from testbed.processes import ServerUnavailableError, postgres_user
@@ -57,14 +57,17 @@ def leftovers() -> list[str]:
 
 def remove_all(*, kill: bool = False) -> list[str]:
     """Delete every namespace named with :data:`PREFIX` (their veth ends and the
-    bridge go with them), with ``kill`` first SIGKILLing every process in them (a
-    crashed harness's orphans); returns the ones that could not be deleted."""
+    bridge go with them) and this namespace's route for :data:`SUBNET`, with ``kill``
+    first SIGKILLing every process in them (a crashed harness's orphans); returns the
+    namespaces that could not be deleted."""
     for name in leftovers() if kill else []:
         for pid in _pids_in(name):
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     for name in leftovers():
         subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)  # noqa: S603, S607
+    subprocess.run(["ip", "route", "del", "unreachable", str(SUBNET)],  # noqa: S603, S607
+                   capture_output=True, check=False)  # fmt: skip
     return leftovers()
 
 
@@ -143,6 +146,11 @@ class Loopback:
         """The namespace of host ``name`` (on loopback: none, this one)."""
         return f"{PREFIX}{name}"
 
+    def entered(self, name: str) -> AbstractContextManager[None]:
+        """The calling thread as if on host ``name`` for the block: on loopback it
+        is there already."""
+        return nullcontext()
+
     def up(self) -> None:
         """Nothing to make."""
 
@@ -164,16 +172,19 @@ class Network(Loopback):
         self.addresses = {name: str(hosts[9 + i]) for i, name in enumerate(self.names)}
 
     def up(self) -> None:
-        """Remove a crashed run's leftovers, check the range, then make the switch and
-        every host. Raises ServerUnavailableError when test hosts with processes in
-        them exist (a live run: one at a time), or, after removing what it made, on a
-        failure."""
+        """Remove a crashed run's leftovers, check the range, then make the switch and every
+        host, the range unreachable from this namespace (a route of its own). Raises
+        ServerUnavailableError when test hosts with processes in them exist (a live run: one
+        at a time), or, after removing what it made, on a failure."""
         if busy := remove_leftovers():
             raise ServerUnavailableError(
                 f"test hosts {', '.join(busy)} are in use: stop that run first (make cluster-down)"
             )
         check_subnet_is_free()
         try:
+            # From this namespace the range is unreachable: a probe that forgets to
+            # enter a host fails at once instead of leaving by the default route.
+            _ip("route", "add", "unreachable", str(SUBNET))
             _ip("netns", "add", _SWITCH)
             _ip("-n", _SWITCH, "link", "add", "br0", "type", "bridge")
             _ip("-n", _SWITCH, "link", "set", "br0", "up")
