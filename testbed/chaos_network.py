@@ -278,6 +278,10 @@ def report(
         f"{limit_probe.BOUND:.0f} s or with Redis there)",
         file=out,
     )
+    for at in limits.late_at:  # what was going on when a late one was answered
+        during = [w.kind for w in windows if w.started <= at <= w.ended] or ["between faults"]
+        print(f"  rate limit failing open late: {at - windows[0].started:.1f} s into the run, "
+              f"during {', '.join(during)}", file=out)  # fmt: skip
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
     # Two kinds drawn together count as two faults, each of its kind.
     faults = [k for w in windows if w.kind != "no fault (baseline)" for k in w.kind.split(JOINED)]

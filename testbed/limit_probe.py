@@ -47,7 +47,7 @@ class Judgement(NamedTuple):
     fields) and the seconds they spanned; the latest of them after Redis had returned,
     in seconds after its return (0: none); and how many failed open more than
     :data:`BOUND` seconds after Redis had returned, or with Redis never lost (a
-    defect)."""
+    defect), and when each of those was answered (monotonic seconds)."""
 
     calls: int
     over_limit: int
@@ -55,6 +55,7 @@ class Judgement(NamedTuple):
     open_seconds: float
     longest_return: float
     late: int
+    late_at: tuple[float, ...] = ()
 
 
 def call(client: httpx.Client, url: str) -> Answer:
@@ -112,15 +113,16 @@ def judge(answers: list[Answer], outages: list[tuple[float, float]]) -> Judgemen
     # Each answer failing open against the latest change before it: within an outage
     # it is what D15 says; after a return, its lag; before any outage, never right.
     events = sorted([(out, "out") for out, _ in outages] + [(back, "back") for _, back in outages])
-    lags = []
+    lags: list[tuple[float, float]] = []  # (answered at, lag)
     for at in open_at:
         latest = [(when, what) for when, what in events if when <= at]
         if not latest:
-            lags.append(float("inf"))
+            lags.append((at, float("inf")))
         elif latest[-1][1] == "back":
-            lags.append(at - latest[-1][0])
-    finite = [lag for lag in lags if lag != float("inf")]
+            lags.append((at, at - latest[-1][0]))
+    finite = [lag for _, lag in lags if lag != float("inf")]
+    late_at = tuple(at for at, lag in lags if lag > BOUND)
     return Judgement(
         calls=len(answers), over_limit=over, failing_open=len(open_at), open_seconds=spans,
-        longest_return=max(finite, default=0.0), late=sum(lag > BOUND for lag in lags),
+        longest_return=max(finite, default=0.0), late=len(late_at), late_at=late_at,
     )  # fmt: skip

@@ -308,4 +308,5 @@ def test_failing_open_long_after_redis_returned_or_with_redis_never_lost_is_late
     judged = judge(late, [(0.0, 3.0)])
     assert judged.longest_return == pytest.approx(BOUND + 2 - 1 / 16)
     assert judged.late == 16
+    assert judged.late_at[0] == pytest.approx(3.0 + BOUND + 1)  # when: named in the report
     assert judge(paced(0.0, 1.0, 200, counted=False), []).late == 16
