@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
-from petstore.client import Client, EventHooks, PetStatus
+from petstore.client import Client, EventHooks, Pet, PetStatus
 from petstore.client.errors import PetstoreClientError
 from testbed.cluster import Cluster
 from testbed.failover import NODES
@@ -93,7 +94,8 @@ class Ledger:
     """What the workers did and were told, shared by them (appends only)."""
 
     operations: list[Operation] = field(default_factory=list)
-    acknowledged: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    #: Each acknowledged animal by name: the answer, holding what was sent.
+    acknowledged: dict[str, Pet] = field(default_factory=dict)
     attempted: set[str] = field(default_factory=set)
     requests: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -135,10 +137,13 @@ def worker(index: int, cluster: Cluster, key: str, ledger: Ledger, stop: threadi
                 if what == "create":
                     name, status = f"chaos-{index}-{n}", rng.choice(list(PetStatus))
                     ledger.attempted.add(name)
+                    category = 1 + n % 7
                     pet = petstore.create_pet(
-                        name, category_id=1 + n % 7, status=status, idempotency_key=name
+                        name, category_id=category, status=status, idempotency_key=name
                     )
-                    ledger.acknowledged[name] = (pet.id, 1 + n % 7, str(status))
+                    ledger.acknowledged[name] = msgspec.structs.replace(
+                        pet, name=name, category_id=category, status=status
+                    )
                     mine.append(pet.id)
                 elif what == "read":
                     petstore.get_pet(rng.choice(mine))
@@ -243,19 +248,19 @@ def run(
     return report(ledger, windows, stored, out=out)
 
 
-def _stored(cluster: Cluster, key: str) -> dict[str, list[tuple[int, int, str]]]:
+def _stored(cluster: Cluster, key: str) -> dict[str, list[Pet]]:
     """Every animal in the store by name, read through the service."""
-    stored: dict[str, list[tuple[int, int, str]]] = {}
+    stored: dict[str, list[Pet]] = {}
     with client(cluster, key) as petstore:
         for pet in petstore.iter_pets(limit=100):
-            stored.setdefault(pet.name, []).append((pet.id, pet.category_id, str(pet.status)))
+            stored.setdefault(pet.name, []).append(pet)
     return stored
 
 
 def report(
     ledger: Ledger,
     windows: list[Fault],
-    stored: dict[str, list[tuple[int, int, str]]],
+    stored: dict[str, list[Pet]],
     *,
     out: Any = sys.stdout,
 ) -> dict[str, int]:

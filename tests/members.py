@@ -9,6 +9,7 @@ not its default, so a member dropped on the way, or put in another's place, show
 
 from __future__ import annotations
 
+import enum
 from typing import Any, TypeVar
 
 import msgspec
@@ -61,3 +62,21 @@ def _value(kind: inspect.Type, index: int, *, default: Any) -> Any:
         values = [member.value for member in kind.cls]
         return next(value for value in reversed(values) if value != default)
     raise NotImplementedError(f"no sample value for {kind!r}: describe it in tests/members.py")
+
+
+def changed(value: S, member: str) -> S:
+    """``value`` with ``member`` (a Python name) given another valid value: a number
+    one more, a text one character longer, the next of an enum's members, a truth
+    value negated. Raises NotImplementedError for another type."""
+    old = getattr(value, member)
+    new: Any
+    if isinstance(old, enum.Enum):
+        members = list(type(old))
+        new = members[(members.index(old) + 1) % len(members)]
+    elif isinstance(old, bool):
+        new = not old
+    elif isinstance(old, int | str):
+        new = old + (1 if isinstance(old, int) else "x")
+    else:
+        raise NotImplementedError(f"no other value for {old!r}: describe it in tests/members.py")
+    return msgspec.structs.replace(value, **{member: new})

@@ -11,6 +11,7 @@ from testbed import chaos_network, faults
 from testbed.availability import D27, D27_LOSSY, D27_PRIMARY, Availability, Bound, judge
 from testbed.history import Op, Window
 from testbed.limit_probe import Judgement
+from tests.testbed.animals import pet
 
 
 def row(kind: str, create_gap: float, read_gap: float) -> Availability:
@@ -64,9 +65,9 @@ def test_the_last_line_counts_the_kinds_that_missed() -> None:
     """A create acknowledged, then none for 17 s in a single-host kind's window: one
     miss of one kind judged; a two-host kind's window is not counted."""
     ops = [
-        Op(0, "create", 0.0, 0.1, "ok", key="a", value=(1, "a", 1, "sold")),
-        Op(0, "read", 0.2, 0.3, "ok", asked=1, value=(1, "a", 1, "sold")),
-        Op(0, "read", 17.0, 17.1, "ok", asked=1, value=(1, "a", 1, "sold")),
+        Op(0, "create", 0.0, 0.1, "ok", key="a", value=pet(1, "a")),
+        Op(0, "read", 0.2, 0.3, "ok", asked=1, value=pet(1, "a")),
+        Op(0, "read", 17.0, 17.1, "ok", asked=1, value=pet(1, "a")),
     ]
     windows = [
         Window("instance killed", 0.0, 18.0),
@@ -74,7 +75,7 @@ def test_the_last_line_counts_the_kinds_that_missed() -> None:
     ]
     out = io.StringIO()
     counts = chaos_network.report(
-        ops, windows, [(1, "a", 1, "sold")], [], Judgement(0, 0, 0, 0.0, 0.0, 0), out=out
+        ops, windows, [pet(1, "a")], [], Judgement(0, 0, 0, 0.0, 0.0, 0), out=out
     )
     text = out.getvalue()
     lines = text.splitlines()
