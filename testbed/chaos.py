@@ -77,7 +77,7 @@ def client(cluster: Cluster, key: str, hooks: EventHooks | None = None) -> Clien
     )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Operation:
     """One call of a worker: what, when (monotonic seconds), whether it failed, and
     the status of each HTTP answer it got (0 for an attempt that got none)."""
@@ -101,7 +101,7 @@ class Ledger:
     errors: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fault:
     """A fault's window, from its start to the end of its settling time."""
 
@@ -156,7 +156,11 @@ def worker(index: int, cluster: Cluster, key: str, ledger: Ledger, stop: threadi
                 failed = True
                 ledger.errors.append(f"{what}: {type(exc).__name__}: {exc}")
             ended = time.monotonic()
-            ledger.operations.append(Operation(what, started, ended, failed, tuple(answers)))
+            ledger.operations.append(
+                Operation(
+                    kind=what, started=started, ended=ended, failed=failed, answers=tuple(answers)
+                )
+            )
 
 
 @contextmanager
@@ -235,13 +239,13 @@ def run(
         with load(cluster, key, workers) as ledger:
             began = time.monotonic()
             time.sleep(settle)
-            windows.append(Fault("no fault (baseline)", began, time.monotonic()))
+            windows.append(Fault(name="no fault (baseline)", started=began, ended=time.monotonic()))
             for _ in range(rounds):
                 for name, fault in faults(cluster):
                     began = time.monotonic()
                     fault()
                     time.sleep(settle)
-                    windows.append(Fault(name, began, time.monotonic()))
+                    windows.append(Fault(name=name, started=began, ended=time.monotonic()))
         stored = _stored(cluster, key)
     finally:
         cluster.down()

@@ -204,7 +204,7 @@ def _inject(
     deadline = time.monotonic() + duration
     began = time.monotonic()
     time.sleep(settle)
-    windows.append(Window("no fault (baseline)", began, time.monotonic()))
+    windows.append(Window(kind="no fault (baseline)", started=began, ended=time.monotonic()))
     for n, kind in enumerate(chaos_faults.schedule(rng, kinds)):
         if n >= len(kinds) and time.monotonic() > deadline:
             return ""
@@ -222,7 +222,7 @@ def _inject(
         except (ServerUnavailableError, OSError) as exc:
             return f"{kind}: {exc}"
         time.sleep(settle)
-        windows.append(Window(kind, began, time.monotonic()))
+        windows.append(Window(kind=kind, started=began, ended=time.monotonic()))
     return ""
 
 

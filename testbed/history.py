@@ -50,7 +50,7 @@ from testbed.reads import check_reads, phantoms
 __all__ = ["NO_ANSWER", "Op", "Page", "Pet", "Verdict", "Window", "check"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Verdict:
     """What :func:`check` found: for each anomaly kind, one line per instance."""
 

@@ -52,7 +52,7 @@ def sent(pet: Pet) -> dict[str, Any]:
     return {field.name: getattr(pet, field.name) for field in msgspec.structs.fields(NewPet)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Page:
     """One page of a list walk: when it was asked and answered, the ids it held (in
     the order served, ascending), whether it linked a next page, and the animals
@@ -65,7 +65,7 @@ class Page:
     pets: tuple[Pet, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Op:
     """One operation. ``create``: ``key`` (the Idempotency-Key, which is also the
     animal's name) and, when ok, ``value``. ``read``: ``asked`` (the id) and, when ok,
@@ -95,7 +95,7 @@ class Op:
         return self.outcome == "ok" and self.attempts <= max(1, len(self.pages))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Window:
     """A fault's window: its kind, from its start to the end of its settling time."""
 

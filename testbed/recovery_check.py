@@ -35,7 +35,7 @@ from testbed.restore import Restored
 LOSS_BOUND, SERVING_BOUND = 60.0, 600.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Moment:
     """When a mistake began: PostgreSQL's clock (a ``--target`` for the restore), and
     this process's monotonic clock just before and just after reading it."""
@@ -45,7 +45,7 @@ class Moment:
     after: float
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Drill:
     """What happened, for the judgement: the moment of the (first) mistake, the
     highest id and the number of animals before the drill, what each restore brought

@@ -92,7 +92,7 @@ def mistake(cluster: Cluster, remainder: int) -> Moment:
         after = time.monotonic()
         connection.execute("DELETE FROM pets WHERE id %% 3 = %s", (remainder,))
     assert row is not None
-    return Moment(row[0], before, after)
+    return Moment(timestamp=row[0], before=before, after=after)
 
 
 class Readiness:

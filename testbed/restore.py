@@ -50,7 +50,7 @@ ID_MARGIN = 1_000_000
 RECOVERY_SETTINGS = ("restore_command", "recovery_target_time", "recovery_target_action")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Restored:
     """What a restore brought back: every animal, and where the counter moved; how
     long ``pgbackrest restore`` took, then the recovery until promoted (seconds), the

@@ -86,7 +86,15 @@ class _Trace:
             pets = tuple(msgspec.json.decode(res.content, type=list[Pet]))
             link = res.links.get("next", {}).get("url")
             ids = tuple(pet.id for pet in pets)
-            self.pages.append(Page(started, time.monotonic(), ids, link is not None, pets))
+            self.pages.append(
+                Page(
+                    started=started,
+                    ended=time.monotonic(),
+                    ids=ids,
+                    more=link is not None,
+                    pets=pets,
+                )
+            )
             self.links.append(link)
 
 
@@ -151,10 +159,20 @@ def _one(
     except (PetstoreClientError, OSError) as exc:
         outcome, code = _outcome(exc) if isinstance(exc, PetstoreClientError) else ("unknown", 0)
     return Op(
-        index, kind, started, time.monotonic(), outcome, code=code, key=name, asked=asked,
-        status=status, value=value, pages=tuple(trace.pages) if kind == "list" else (),
-        after=after, attempts=trace.requests,
-    )  # fmt: skip
+        worker=index,
+        kind=kind,
+        started=started,
+        ended=time.monotonic(),
+        outcome=outcome,
+        code=code,
+        key=name,
+        asked=asked,
+        status=status,
+        value=value,
+        pages=tuple(trace.pages) if kind == "list" else (),
+        after=after,
+        attempts=trace.requests,
+    )
 
 
 def _walk(

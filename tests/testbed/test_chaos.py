@@ -174,8 +174,8 @@ def test_the_check_counts_what_was_lost_duplicated_or_failed() -> None:
     would prove nothing)."""
     ledger = chaos.Ledger(
         operations=[
-            chaos.Operation("create", 0.0, 0.1, failed=False, answers=(201,)),
-            chaos.Operation("list", 0.1, 0.2, failed=True, answers=(503, 0)),
+            chaos.Operation(kind="create", started=0.0, ended=0.1, failed=False, answers=(201,)),
+            chaos.Operation(kind="list", started=0.1, ended=0.2, failed=True, answers=(503, 0)),
         ],
         acknowledged={
             "kept": pet(1, "kept", status="available"),
@@ -191,7 +191,9 @@ def test_the_check_counts_what_was_lost_duplicated_or_failed() -> None:
         "unanswered": [pet(6, "unanswered", status="available")],
     }
     out = io.StringIO()
-    counts = chaos.report(ledger, [chaos.Fault("window", 0.0, 1.0)], stored, out=out)
+    counts = chaos.report(
+        ledger, [chaos.Fault(name="window", started=0.0, ended=1.0)], stored, out=out
+    )
     assert counts == {"acknowledged": 3, "lost": 2, "duplicated": 1, "failed": 1}
     lines = out.getvalue().splitlines()
     assert lines[-1] == "chaos: acknowledged 3, lost 2, duplicated 1, failed 1"

@@ -17,7 +17,13 @@ from tests.testbed.animals import pet
 def create(n: int, pet_id: int, started: float, ended: float) -> Op:
     name = f"d0-{n}"
     return Op(
-        0, "create", started, ended, "ok", key=name, value=pet(pet_id, name, status="available")
+        worker=0,
+        kind="create",
+        started=started,
+        ended=ended,
+        outcome="ok",
+        key=name,
+        value=pet(pet_id, name, status="available"),
     )
 
 
@@ -29,7 +35,7 @@ def drill(first: list[int], latest: list[int], *, next_id: int = 1000) -> recove
         for i in (*first, *latest)
     }
     return recovery_check.Drill(
-        moment=recovery_check.Moment("2026-11-21 14:03:07+00", 10.0, 10.0),
+        moment=recovery_check.Moment(timestamp="2026-11-21 14:03:07+00", before=10.0, after=10.0),
         first=Restored(pets=[pets[i] for i in first], next_id=next_id), first_began=20.0,
         lost_at=40.0, latest=Restored(pets=[pets[i] for i in latest], next_id=next_id),
         ready_after=12.0,

@@ -89,7 +89,7 @@ _OTHER_UNICODE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
     """One record of the file: its first ``line`` (from 1), either the NewPet
     ``document`` to send or, when it was refused before sending, the ``reason``, and
@@ -138,7 +138,9 @@ def _numbered(records: list[Record]) -> list[Record]:
     for record in records:
         if record.document is not None:
             seen[record.document] += 1
-            record = Record(record.line, record.document, occurrence=seen[record.document])
+            record = Record(
+                line=record.line, document=record.document, occurrence=seen[record.document]
+            )
         numbered.append(record)
     return numbered
 
@@ -161,7 +163,7 @@ def _json(path: Path, data: bytes) -> list[Record]:
     if array:
         return _json_array(path, text, start)
     if _is_json(text):
-        return [Record(text.count("\n", 0, start) + 1, text.strip().encode())]
+        return [Record(line=text.count("\n", 0, start) + 1, document=text.strip().encode())]
     return list(_json_lines(data))
 
 
@@ -198,7 +200,7 @@ def _json_array(path: Path, text: str, start: int) -> list[Record]:
     while text[position] != "]":
         _, element_end = decoder.raw_decode(text, position)
         line = text.count("\n", 0, position) + 1
-        records.append(Record(line, text[position:element_end].encode()))
+        records.append(Record(line=line, document=text[position:element_end].encode()))
         position = _skip_space(text, element_end)
         position = _skip_space(text, position + 1) if text[position] == "," else position
     return records
@@ -220,14 +222,22 @@ def _json_lines(data: bytes) -> Iterator[Record]:
             json.loads(document.decode("utf-8"))
         except UnicodeDecodeError as exc:
             reason = f"not UTF-8 text (byte {exc.start + 1} of the line); convert the file "
-            yield Record(number, None, reason + "to UTF-8, e.g. with iconv -f LATIN1 -t UTF-8")
+            yield Record(
+                line=number,
+                document=None,
+                reason=reason + "to UTF-8, e.g. with iconv -f LATIN1 -t UTF-8",
+            )
         except json.JSONDecodeError as exc:
-            yield Record(number, None, f"not JSON: {exc.msg} at column {exc.colno}")
+            yield Record(
+                line=number, document=None, reason=f"not JSON: {exc.msg} at column {exc.colno}"
+            )
         except (ValueError, RecursionError) as exc:  # an integer of 4300 digits and more
             reason = str(exc) or "nested too deeply"
-            yield Record(number, None, f"not JSON this importer can read: {reason}")
+            yield Record(
+                line=number, document=None, reason=f"not JSON this importer can read: {reason}"
+            )
         else:
-            yield Record(number, document)
+            yield Record(line=number, document=document)
 
 
 def _columns(name: str, header: list[str], first_line: str) -> list[str]:
@@ -274,7 +284,7 @@ def _csv_rows(path: Path, data: bytes) -> list[Record]:
                 continue
             if len(row) > len(columns):
                 reason = f"row has {len(row)} cells, the header has {len(columns)}"
-                records.append(Record(first, None, reason))
+                records.append(Record(line=first, document=None, reason=reason))
                 continue
             body: dict[str, object] = {}
             for member, cell in zip(columns, row, strict=False):  # a short row: cells absent
@@ -284,7 +294,7 @@ def _csv_rows(path: Path, data: bytes) -> list[Record]:
                     body[member] = msgspec.Raw(cell.strip().encode())
                 else:
                     body[member] = cell if member in _TEXT else cell.strip()
-            records.append(Record(first, msgspec.json.encode(body)))
+            records.append(Record(line=first, document=msgspec.json.encode(body)))
     except csv.Error as exc:
         raise click.UsageError(f"{path.name} is not CSV this importer can read: {exc}") from None
     return records
