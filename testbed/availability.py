@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from testbed.ops import Op, Window
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Availability:
     """One fault kind's figures: its windows (``times``), the operations that ended
     in them, those that failed, the shares (0 to 1) that succeeded at the first
@@ -71,7 +71,13 @@ def availability(ops: Iterable[Op], windows: Iterable[Window]) -> list[Availabil
         first = share(sum(op.first_try for op in done))
         within = (share(sum(t <= 1 for t in ok)), share(sum(t <= 5 for t in ok)))
         failed = len(done) - len(ok)
-        rows.append(Availability(kind, len(mine), len(done), failed, first, *within, *gap, p99))
+        rows.append(
+            Availability(
+                kind=kind, times=len(mine), operations=len(done), failed=failed,
+                first_try=first, within_1s=within[0], within_5s=within[1],
+                create_gap=gap[0], read_gap=gap[1], p99_ms=p99,
+            )
+        )  # fmt: skip
     return rows
 
 
@@ -92,7 +98,7 @@ def table(rows: Iterable[Availability]) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bound:
     """The longest a fault may stop successful creates and successful reads (seconds)."""
 
@@ -114,7 +120,7 @@ D27_PRIMARY = Bound(creates=20.0, reads=20.0)
 D27_LOSSY = Bound(creates=15.0, reads=15.0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Judgement:
     """What :func:`judge` found: one printed line per fault kind run (``lines``), the
     number of kinds judged against a bound (``judged``) and of those that exceeded it
@@ -155,4 +161,4 @@ def judge(
         )
     for reason, kinds in unjudged.items():
         lines.append(f"  D27 not judged, {reason}: {'; '.join(kinds)}")
-    return Judgement(lines, judged, missed)
+    return Judgement(lines=lines, judged=judged, missed=missed)

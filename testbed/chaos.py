@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
-from petstore.client import Client, EventHooks, PetStatus
+from petstore.client import Client, EventHooks, Pet, PetStatus
 from petstore.client.errors import PetstoreClientError
 from testbed.cluster import Cluster
 from testbed.failover import NODES
@@ -76,7 +77,7 @@ def client(cluster: Cluster, key: str, hooks: EventHooks | None = None) -> Clien
     )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Operation:
     """One call of a worker: what, when (monotonic seconds), whether it failed, and
     the status of each HTTP answer it got (0 for an attempt that got none)."""
@@ -93,13 +94,14 @@ class Ledger:
     """What the workers did and were told, shared by them (appends only)."""
 
     operations: list[Operation] = field(default_factory=list)
-    acknowledged: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    #: Each acknowledged animal by name: the answer, holding what was sent.
+    acknowledged: dict[str, Pet] = field(default_factory=dict)
     attempted: set[str] = field(default_factory=set)
     requests: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fault:
     """A fault's window, from its start to the end of its settling time."""
 
@@ -135,10 +137,13 @@ def worker(index: int, cluster: Cluster, key: str, ledger: Ledger, stop: threadi
                 if what == "create":
                     name, status = f"chaos-{index}-{n}", rng.choice(list(PetStatus))
                     ledger.attempted.add(name)
+                    category = 1 + n % 7
                     pet = petstore.create_pet(
-                        name, category_id=1 + n % 7, status=status, idempotency_key=name
+                        name, category_id=category, status=status, idempotency_key=name
                     )
-                    ledger.acknowledged[name] = (pet.id, 1 + n % 7, str(status))
+                    ledger.acknowledged[name] = msgspec.structs.replace(
+                        pet, name=name, category_id=category, status=status
+                    )
                     mine.append(pet.id)
                 elif what == "read":
                     petstore.get_pet(rng.choice(mine))
@@ -151,7 +156,11 @@ def worker(index: int, cluster: Cluster, key: str, ledger: Ledger, stop: threadi
                 failed = True
                 ledger.errors.append(f"{what}: {type(exc).__name__}: {exc}")
             ended = time.monotonic()
-            ledger.operations.append(Operation(what, started, ended, failed, tuple(answers)))
+            ledger.operations.append(
+                Operation(
+                    kind=what, started=started, ended=ended, failed=failed, answers=tuple(answers)
+                )
+            )
 
 
 @contextmanager
@@ -230,32 +239,32 @@ def run(
         with load(cluster, key, workers) as ledger:
             began = time.monotonic()
             time.sleep(settle)
-            windows.append(Fault("no fault (baseline)", began, time.monotonic()))
+            windows.append(Fault(name="no fault (baseline)", started=began, ended=time.monotonic()))
             for _ in range(rounds):
                 for name, fault in faults(cluster):
                     began = time.monotonic()
                     fault()
                     time.sleep(settle)
-                    windows.append(Fault(name, began, time.monotonic()))
+                    windows.append(Fault(name=name, started=began, ended=time.monotonic()))
         stored = _stored(cluster, key)
     finally:
         cluster.down()
     return report(ledger, windows, stored, out=out)
 
 
-def _stored(cluster: Cluster, key: str) -> dict[str, list[tuple[int, int, str]]]:
+def _stored(cluster: Cluster, key: str) -> dict[str, list[Pet]]:
     """Every animal in the store by name, read through the service."""
-    stored: dict[str, list[tuple[int, int, str]]] = {}
+    stored: dict[str, list[Pet]] = {}
     with client(cluster, key) as petstore:
         for pet in petstore.iter_pets(limit=100):
-            stored.setdefault(pet.name, []).append((pet.id, pet.category_id, str(pet.status)))
+            stored.setdefault(pet.name, []).append(pet)
     return stored
 
 
 def report(
     ledger: Ledger,
     windows: list[Fault],
-    stored: dict[str, list[tuple[int, int, str]]],
+    stored: dict[str, list[Pet]],
     *,
     out: Any = sys.stdout,
 ) -> dict[str, int]:

@@ -204,7 +204,7 @@ def _inject(
     deadline = time.monotonic() + duration
     began = time.monotonic()
     time.sleep(settle)
-    windows.append(Window("no fault (baseline)", began, time.monotonic()))
+    windows.append(Window(kind="no fault (baseline)", started=began, ended=time.monotonic()))
     for n, kind in enumerate(chaos_faults.schedule(rng, kinds)):
         if n >= len(kinds) and time.monotonic() > deadline:
             return ""
@@ -222,14 +222,14 @@ def _inject(
         except (ServerUnavailableError, OSError) as exc:
             return f"{kind}: {exc}"
         time.sleep(settle)
-        windows.append(Window(kind, began, time.monotonic()))
+        windows.append(Window(kind=kind, started=began, ended=time.monotonic()))
     return ""
 
 
 def _stored(cluster: Cluster, key: str) -> list[Pet]:
     """Every animal of the final state, read through HAProxy after healing."""
     with client(cluster, key) as api:
-        return [(p.id, p.name, p.category_id, str(p.status)) for p in api.iter_pets(limit=100)]
+        return list(api.iter_pets(limit=100))
 
 
 def report(
@@ -261,7 +261,7 @@ def report(
     print(f"  stored after no answer: {counts['stored_after_no_answer']}", file=out)
     walks = [op for op in ops if op.kind == "list" and op.outcome == "ok" and op.pages]
     ends = sum(not op.pages[-1].more for op in walks)
-    newest = max((op.value[0] for op in ops if op.kind == "create" and op.value), default=0)
+    newest = max((op.value.id for op in ops if op.kind == "create" and op.value), default=0)
     seen = max((max(p.ids) for op in walks for p in op.pages if p.ids), default=0)
     print(
         f"  walks: {len(walks)}, {ends} to the end, {sum(op.after > 0 for op in walks)} from "

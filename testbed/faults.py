@@ -97,7 +97,7 @@ SHORT_RUN = (*PARTITIONS, "monitor lost while the primary is lost", "certificate
 Fault = Callable[[], None]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Notes:
     """What the faults tell the run: promises of the deployment they saw broken,
     figures they measured (how long the virtual address took to move), and when Redis

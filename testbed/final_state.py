@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import LiteralString
 
 import psycopg
+from psycopg.rows import dict_row
 
 from testbed.failover import NODES, PostgresNodes
-from testbed.ops import Pet
+from testbed.ops import SELECT_PETS, Pet, pets_from_rows
 from testbed.processes import ServerUnavailableError
 
 
@@ -52,15 +53,14 @@ def _one(url: str, query: LiteralString, params: tuple[object, ...]) -> object:
 
 
 def _rows(url: str) -> list[Pet] | None:
-    """Every animal at ``url`` in id order; None when the node does not answer."""
+    """Every animal at ``url`` in id order, every member of Pet read; None when the
+    node does not answer."""
     try:
-        with psycopg.connect(url, connect_timeout=5) as connection:
-            rows = connection.execute(
-                "SELECT id, name, category_id, status FROM pets ORDER BY id"
-            ).fetchall()
+        with psycopg.connect(url, connect_timeout=5, row_factory=dict_row) as connection:
+            rows = connection.execute(SELECT_PETS).fetchall()
     except psycopg.Error:
         return None
-    return [(int(i), str(n), int(c), str(s)) for i, n, c, s in rows]
+    return pets_from_rows(rows)
 
 
 def disagreements(views: Mapping[str, list[Pet] | None]) -> list[str]:
@@ -73,13 +73,13 @@ def disagreements(views: Mapping[str, list[Pet] | None]) -> list[str]:
     (first, reference), *others = views.items()
     if reference is None:
         return [f"{first} could not be read"]
-    mine = {pet[0]: pet for pet in reference}
+    mine = {pet.id: pet for pet in reference}
     found = []
     for name, pets in others:
         if pets is None:
             found.append(f"{name} could not be read")
             continue
-        theirs = {pet[0]: pet for pet in pets}
+        theirs = {pet.id: pet for pet in pets}
         lacks = sorted(mine.keys() - theirs.keys())
         extra = sorted(theirs.keys() - mine.keys())
         differ = sorted(i for i in mine.keys() & theirs.keys() if mine[i] != theirs[i])

@@ -44,13 +44,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 
-from testbed.ops import NO_ANSWER, Op, Page, Pet, Window
+from testbed.ops import NO_ANSWER, Op, Page, Pet, Window, shown
 from testbed.reads import check_reads, phantoms
 
 __all__ = ["NO_ANSWER", "Op", "Page", "Pet", "Verdict", "Window", "check"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Verdict:
     """What :func:`check` found: for each anomaly kind, one line per instance."""
 
@@ -86,13 +86,13 @@ def check(history: Iterable[Op], stored: Iterable[Pet]) -> Verdict:
     by_key: dict[str, list[Pet]] = defaultdict(list)
     by_id: dict[int, Pet] = {}
     for pet in stored:
-        by_key[pet[1]].append(pet)
-        by_id[pet[0]] = pet
+        by_key[pet.name].append(pet)
+        by_id[pet.id] = pet
     acked = [op for op in ops if op.kind == "create" and op.outcome == "ok" and op.value]
     _check_creates(acked, by_key, by_id, verdict)
     for key, pets in sorted(by_key.items()):
         if len(pets) > 1:
-            verdict.duplicated.append(f"key {key} stored as ids {sorted(p[0] for p in pets)}")
+            verdict.duplicated.append(f"key {key} stored as ids {sorted(p.id for p in pets)}")
     _check_stored_after_failure(ops, acked, by_key, verdict)
     check_reads(ops, acked, verdict.stale, verdict.skipped)
     verdict.phantom = phantoms(ops, by_id)
@@ -110,9 +110,11 @@ def _check_creates(
     keys_of_id: dict[int, set[str]] = defaultdict(set)
     for op in acked:
         assert op.value is not None
-        keys_of_id[op.value[0]].add(op.key)
-        if by_id.get(op.value[0]) != op.value:
-            verdict.lost.append(f"{op.value} acknowledged, stored {by_id.get(op.value[0])}")
+        keys_of_id[op.value.id].add(op.key)
+        if by_id.get(op.value.id) != op.value:
+            verdict.lost.append(
+                f"{shown(op.value)} acknowledged, stored {shown(by_id.get(op.value.id))}"
+            )
     verdict.reused = [
         f"id {pet_id} acknowledged for keys {sorted(keys)}"
         for pet_id, keys in sorted(keys_of_id.items())
@@ -121,13 +123,13 @@ def _check_creates(
     # Ids follow real time: a create that started after another ended gets a larger id.
     done = sorted(acked, key=lambda op: op.ended)
     ends = [op.ended for op in done]
-    best = list(itertools.accumulate((op.value[0] for op in done if op.value), max))
+    best = list(itertools.accumulate((op.value.id for op in done if op.value), max))
     for op in acked:
         before = bisect.bisect_left(ends, op.started)
         assert op.value is not None
-        if before and best[before - 1] >= op.value[0] and op.value[0] not in _same_key(done, op):
+        if before and best[before - 1] >= op.value.id and op.value.id not in _same_key(done, op):
             verdict.not_increasing.append(
-                f"id {op.value[0]} (key {op.key}) after id {best[before - 1]} was acknowledged"
+                f"id {op.value.id} (key {op.key}) after id {best[before - 1]} was acknowledged"
             )
 
 
@@ -143,7 +145,7 @@ def _check_stored_after_failure(
         if pets := by_key.get(op.key):
             line = (
                 f"key {op.key} ({op.outcome} {op.code} at {op.started:.2f} s) "
-                f"stored as ids {sorted(p[0] for p in pets)}"
+                f"stored as ids {sorted(p.id for p in pets)}"
             )
             after_none = op.outcome == "unknown" or op.code in NO_ANSWER
             (verdict.stored_after_no_answer if after_none else verdict.stored_after_error).append(
@@ -153,4 +155,4 @@ def _check_stored_after_failure(
 
 def _same_key(done: list[Op], op: Op) -> set[int]:
     """The ids acknowledged for ``op``'s key earlier (a replay answers the same id)."""
-    return {o.value[0] for o in done if o.key == op.key and o.value and o is not op}
+    return {o.value.id for o in done if o.key == op.key and o.value and o is not op}

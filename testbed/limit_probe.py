@@ -17,6 +17,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import httpx
@@ -41,7 +42,8 @@ class Answer(NamedTuple):
     counted: bool
 
 
-class Judgement(NamedTuple):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judgement:
     """What the answers show: calls made; calls that succeeded beyond twice the limit
     in some 1 s span while counted (a defect); answers failing open (200 without the
     fields) and the seconds they spanned; the latest of them after Redis had returned,

@@ -1,13 +1,31 @@
 """What a chaos run records (:mod:`testbed.workload`) and its checker judges
 (:mod:`testbed.history`): operations, the pages of list walks, and fault windows.
-Plain data, no I/O."""
+Plain data, no I/O.
+
+An animal, as stored and as answered, is the wire contract's
+:class:`~petstore.schemas.Pet`, and two are the same when every member is: a member
+added to Pet is recorded, read back from each node and from a restore, and compared
+with no edit here, so a value lost or changed in a failover or a restore shows.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, LiteralString
 
-#: An animal as stored and as answered: (id, name, category id, status).
-Pet = tuple[int, str, int, str]
+import msgspec
+
+from petstore.schemas import NewPet, Pet
+from petstore.server.store.rows import all_into, select_list
+
+__all__ = [
+    "NO_ANSWER", "SELECT_PETS", "Op", "Page", "Pet", "Window", "pets_from_rows", "sent", "shown",
+]  # fmt: skip
+
+#: Every stored animal in id order, every member of Pet read, each column named as the
+#: member is on the wire, so that each row reads back as a Pet (:func:`pets_from_rows`).
+SELECT_PETS: LiteralString = "SELECT " + select_list(Pet) + " FROM pets ORDER BY id"  # noqa: S608
 
 #: The codes of a failed operation that got no answer from an instance: 0 (no answer
 #: at all, the client gave up waiting or lost the connection), HAProxy's 502 (the
@@ -16,7 +34,25 @@ Pet = tuple[int, str, int, str]
 NO_ANSWER = frozenset({0, 502, 504})
 
 
-@dataclass(frozen=True, slots=True)
+def pets_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Pet]:
+    """The animals of ``rows`` of :data:`SELECT_PETS`, in order. Raises
+    msgspec.ValidationError for a row that is no Pet."""
+    return all_into(Pet, rows)
+
+
+def shown(pet: Pet | None) -> str:
+    """``pet`` as the service answers it (JSON), for a finding's line; ``None`` for
+    none."""
+    return "None" if pet is None else msgspec.json.encode(pet).decode()
+
+
+def sent(pet: Pet) -> dict[str, Any]:
+    """The members of ``pet`` a create sends (NewPet's), by their Python names: the
+    arguments of ``create_pet`` that store it again."""
+    return {field.name: getattr(pet, field.name) for field in msgspec.structs.fields(NewPet)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Page:
     """One page of a list walk: when it was asked and answered, the ids it held (in
     the order served, ascending), whether it linked a next page, and the animals
@@ -29,7 +65,7 @@ class Page:
     pets: tuple[Pet, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Op:
     """One operation. ``create``: ``key`` (the Idempotency-Key, which is also the
     animal's name) and, when ok, ``value``. ``read``: ``asked`` (the id) and, when ok,
@@ -59,7 +95,7 @@ class Op:
         return self.outcome == "ok" and self.attempts <= max(1, len(self.pages))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Window:
     """A fault's window: its kind, from its start to the end of its settling time."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 
-from testbed.ops import Op, Pet
+from testbed.ops import Op, Pet, shown
 
 
 def check_reads(ops: list[Op], acked: list[Op], stale: list[str], skipped: list[str]) -> None:
@@ -15,18 +15,18 @@ def check_reads(ops: list[Op], acked: list[Op], stale: list[str], skipped: list[
     known: dict[int, tuple[float, Pet]] = {}  # id -> (when first acknowledged, value)
     for op in acked:
         assert op.value is not None
-        when = known.get(op.value[0], (float("inf"), op.value))[0]
-        known[op.value[0]] = (min(when, op.ended), op.value)
+        when = known.get(op.value.id, (float("inf"), op.value))[0]
+        known[op.value.id] = (min(when, op.ended), op.value)
     seen: dict[int, float] = {}  # id -> when an operation that showed it first ended
     for op in ops:
         if op.kind == "read" and op.outcome == "ok" and op.value is not None:
-            seen[op.value[0]] = min(seen.get(op.value[0], op.ended), op.ended)
+            seen[op.value.id] = min(seen.get(op.value.id, op.ended), op.ended)
         for page in op.pages:
             for pet_id in page.ids:
                 seen[pet_id] = min(seen.get(pet_id, page.ended), page.ended)
     by_status: dict[str, list[int]] = {}  # the acknowledged ids of each status, sorted
     for pet_id, (_, value) in sorted(known.items()):
-        by_status.setdefault(value[3], []).append(pet_id)
+        by_status.setdefault(str(value.status), []).append(pet_id)
     for op in ops:
         if op.kind == "read" and op.outcome == "ok":
             _check_read(op, known, seen, stale)
@@ -39,7 +39,7 @@ def _check_read(
 ) -> None:
     when, value = known.get(op.asked, (float("inf"), None))
     if when < op.started and op.value != value:
-        stale.append(f"getPet {op.asked} at {op.started:.2f} s answered {op.value}")
+        stale.append(f"getPet {op.asked} at {op.started:.2f} s answered {shown(op.value)}")
     elif op.value is None and seen.get(op.asked, float("inf")) < op.started:
         stale.append(f"getPet {op.asked} at {op.started:.2f} s: 404 after it was seen")
 
@@ -80,23 +80,23 @@ def phantoms(ops: list[Op], by_id: dict[int, Pet]) -> list[str]:
     found = []
     for op in ops:
         value = op.value if op.kind == "read" and op.outcome == "ok" else None
-        if value is not None and by_id.get(value[0]) != value:
+        if value is not None and by_id.get(value.id) != value:
             found.append(
-                f"getPet {op.asked} at {op.started:.2f} s answered {value}, "
-                f"stored {by_id.get(value[0])}"
+                f"getPet {op.asked} at {op.started:.2f} s answered {shown(value)}, "
+                f"stored {shown(by_id.get(value.id))}"
             )
         for page in op.pages:
             for pet in page.pets:
-                if by_id.get(pet[0]) != pet:
+                if by_id.get(pet.id) != pet:
                     found.append(
-                        f"list page at {page.started:.2f} s showed {pet}, "
-                        f"stored {by_id.get(pet[0])}"
+                        f"list page at {page.started:.2f} s showed {shown(pet)}, "
+                        f"stored {shown(by_id.get(pet.id))}"
                     )
             for pet_id in page.ids if not page.pets else ():
                 stored = by_id.get(pet_id)
-                if stored is None or (op.status and stored[3] != op.status):
+                if stored is None or (op.status and stored.status != op.status):
                     found.append(
                         f"list page of {op.status or 'all'} at {page.started:.2f} s showed "
-                        f"id {pet_id}, stored {stored}"
+                        f"id {pet_id}, stored {shown(stored)}"
                     )
     return found

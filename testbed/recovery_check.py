@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed import DEPLOY
-from testbed.ops import Op
+from testbed.ops import Op, shown
 from testbed.restore import Restored
 
 #: D28's bounds: the seconds of acknowledged creates a total loss may lose, and the
@@ -35,7 +35,7 @@ from testbed.restore import Restored
 LOSS_BOUND, SERVING_BOUND = 60.0, 600.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Moment:
     """When a mistake began: PostgreSQL's clock (a ``--target`` for the restore), and
     this process's monotonic clock just before and just after reading it."""
@@ -45,7 +45,7 @@ class Moment:
     after: float
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Drill:
     """What happened, for the judgement: the moment of the (first) mistake, the
     highest id and the number of animals before the drill, what each restore brought
@@ -78,38 +78,38 @@ def judge(ops: list[Op], drill: Drill, *, out: Any = sys.stdout) -> dict[str, fl
     assert drill.latest is not None
     acked = [op for op in ops if acknowledged(op)]
     moment, first = drill.moment, drill.first
-    by_id = {pet[0]: pet for pet in first.pets}
+    by_id = {pet.id: pet for pet in first.pets}
     by_name = {op.key: op for op in ops if op.kind == "create"}
     before = [op for op in acked if op.ended < moment.before]
-    missing = [op for op in before if op.value and op.value[0] not in by_id]
+    missing = [op for op in before if op.value and op.value.id not in by_id]
     # The animals there before the drill (a seeded store's): all of them, at the moment.
     absent = max(
-        0, drill.before_count - sum(1 for pet in first.pets if pet[0] <= drill.before_drill)
+        0, drill.before_count - sum(1 for pet in first.pets if pet.id <= drill.before_drill)
     )
-    changed = [op for op in before if op.value and by_id.get(op.value[0], op.value) != op.value]
+    changed = [op for op in before if op.value and by_id.get(op.value.id, op.value) != op.value]
     # Created after the mistake: by the workers, or by no one we know of (an animal
     # that was there before the drill is neither).
     extra = [
         pet for pet in first.pets
-        if (pet[1] in by_name and by_name[pet[1]].started > moment.after)
-        or (pet[1] not in by_name and pet[0] > drill.before_drill)
+        if (pet.name in by_name and by_name[pet.name].started > moment.after)
+        or (pet.name not in by_name and pet.id > drill.before_drill)
     ]  # fmt: skip
     reused = _reused(acked, ops, drill.first_began) + _reused(acked, ops, drill.lost_at)
     # What the total loss could lose: acknowledged before it, and in the database then
     # (before the mistake, or created on the restored nodes).
-    latest = {pet[0]: pet for pet in drill.latest.pets}
+    latest = {pet.id: pet for pet in drill.latest.pets}
     held = [
         op for op in acked
         if op.value and op.ended < drill.lost_at
-        and (op.ended < moment.before or op.value[0] >= first.next_id)
+        and (op.ended < moment.before or op.value.id >= first.next_id)
     ]  # fmt: skip
-    lost = [op for op in held if op.value and latest.get(op.value[0]) != op.value]
+    lost = [op for op in held if op.value and latest.get(op.value.id) != op.value]
     span = drill.lost_at - min((op.ended for op in lost), default=drill.lost_at)
     for name, found in (("missing", missing), ("changed", changed), ("lost", lost)):
         for op in found[:5]:
-            print(f"  {name}: {op.value} acknowledged at {op.ended:.2f} s", file=out)
+            print(f"  {name}: {shown(op.value)} acknowledged at {op.ended:.2f} s", file=out)
     for pet in extra[:5]:
-        print(f"  extra: {pet}", file=out)
+        print(f"  extra: {shown(pet)}", file=out)
     if absent:
         print(f"  missing: {absent} of the {drill.before_count} animals there before the drill",
               file=out)  # fmt: skip
@@ -138,11 +138,11 @@ def _reused(acked: list[Op], ops: list[Op], restored_at: float) -> int:
     """Creates that began after a restore began and were acknowledged with an id at
     or below the highest id any client had been answered before it (D5)."""
     seen = [
-        op.value[0] for op in ops
+        op.value.id for op in ops
         if op.value and op.ended < restored_at and op.kind in ("create", "read")
     ]  # fmt: skip
     highest = max(seen, default=0)
-    after = [op.value[0] for op in acked if op.started > restored_at and op.value]
+    after = [op.value.id for op in acked if op.started > restored_at and op.value]
     return sum(1 for pet_id in after if pet_id <= highest)
 
 

@@ -64,7 +64,7 @@ from bench import seed as seed_store
 from testbed import primary_loss, restore, workload
 from testbed.chaos import client
 from testbed.cluster import Cluster
-from testbed.ops import Op
+from testbed.ops import Op, sent
 from testbed.processes import ServerUnavailableError, answers
 from testbed.recovery_check import (
     SERVING_BOUND,
@@ -92,7 +92,7 @@ def mistake(cluster: Cluster, remainder: int) -> Moment:
         after = time.monotonic()
         connection.execute("DELETE FROM pets WHERE id %% 3 = %s", (remainder,))
     assert row is not None
-    return Moment(row[0], before, after)
+    return Moment(timestamp=row[0], before=before, after=after)
 
 
 class Readiness:
@@ -277,9 +277,8 @@ def _replay(
     with client(cluster, key) as api:
         for op in chosen:
             assert op.value is not None
-            pet = api.create_pet(op.key, category_id=op.value[2], status=op.value[3],
-                                 idempotency_key=op.key)  # fmt: skip
-            differ += (pet.id, pet.name, pet.category_id, str(pet.status)) != op.value
+            pet = api.create_pet(**sent(op.value), idempotency_key=op.key)
+            differ += pet != op.value
     return len(chosen), differ
 
 

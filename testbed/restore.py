@@ -31,10 +31,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import dict_row
 
 from testbed.cluster import Cluster
 from testbed.failover import DATABASE, NODES, PostgresNodes
-from testbed.ops import Pet
+from testbed.ops import SELECT_PETS, Pet, pets_from_rows
 from testbed.processes import ServerUnavailableError, program, wait_for
 
 #: How far past the highest restored id the counter moves (D5): more ids than the
@@ -49,7 +50,7 @@ ID_MARGIN = 1_000_000
 RECOVERY_SETTINGS = ("restore_command", "recovery_target_time", "recovery_target_action")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Restored:
     """What a restore brought back: every animal, and where the counter moved; how
     long ``pgbackrest restore`` took, then the recovery until promoted (seconds), the
@@ -173,11 +174,10 @@ def _recover_apart(pg: PostgresNodes, *, backup_start: str) -> Restored:
             lsn = connection.execute(
                 "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)::bigint", (backup_start,)
             ).fetchone()
-            rows = connection.execute(
-                "SELECT id, name, category_id, status FROM pets ORDER BY id"
-            ).fetchall()
+            with connection.cursor(row_factory=dict_row) as cursor:
+                pets = pets_from_rows(cursor.execute(SELECT_PETS).fetchall())
             highest = connection.execute("SELECT last_value FROM pets_id_seq").fetchone()
-            next_id = max([r[0] for r in rows] + [highest[0] if highest else 0]) + ID_MARGIN
+            next_id = max([p.id for p in pets] + [highest[0] if highest else 0]) + ID_MARGIN
             connection.execute(f"ALTER TABLE pets ALTER COLUMN id RESTART WITH {int(next_id)}")
             # What pgBackRest wrote for the restore: a secondary copying this node
             # would run the same recovery and promote itself at the target.
@@ -187,7 +187,7 @@ def _recover_apart(pg: PostgresNodes, *, backup_start: str) -> Restored:
         if (pgdata / "postmaster.pid").exists():
             run("--mode", "fast", "--wait", "stop")
     replayed = int(lsn[0]) if lsn else 0
-    return Restored([(i, n, c, str(s)) for i, n, c, s in rows], next_id, replayed=replayed)
+    return Restored(pets=pets, next_id=next_id, replayed=replayed)
 
 
 def _fatal(pgdata: Path) -> str:

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import msgspec
 
 from petstore.client import EventHooks, PetStatus
 from petstore.client.core import decode_page, next_params
@@ -82,10 +83,18 @@ class _Trace:
         started = self.sent.pop(id(res.request), 0.0)
         if res.status_code == 200 and res.request.url.path.endswith("/pets"):
             res.read()
-            pets = tuple((p["id"], p["name"], p["categoryId"], p["status"]) for p in res.json())
+            pets = tuple(msgspec.json.decode(res.content, type=list[Pet]))
             link = res.links.get("next", {}).get("url")
-            ids = tuple(pet[0] for pet in pets)
-            self.pages.append(Page(started, time.monotonic(), ids, link is not None, pets))
+            ids = tuple(pet.id for pet in pets)
+            self.pages.append(
+                Page(
+                    started=started,
+                    ended=time.monotonic(),
+                    ids=ids,
+                    more=link is not None,
+                    pets=pets,
+                )
+            )
             self.links.append(link)
 
 
@@ -136,14 +145,13 @@ def _one(
         if kind == "create":
             status = str(_create_status(rng))
             pet = api.create_pet(name, category_id=1 + n % 7, status=status, idempotency_key=name)
-            value = (pet.id, pet.name, pet.category_id, str(pet.status))
+            value = pet
             book.acknowledged.append(pet.id)
         elif kind == "read":
             newest = rng.random() < 0.5
             asked = rng.choice(book.acknowledged[-8:] if newest else book.acknowledged[-500:])
             try:
-                pet = api.get_pet(asked)
-                value = (pet.id, pet.name, pet.category_id, str(pet.status))
+                value = api.get_pet(asked)
             except NotFoundError:
                 value = None
         else:
@@ -151,10 +159,20 @@ def _one(
     except (PetstoreClientError, OSError) as exc:
         outcome, code = _outcome(exc) if isinstance(exc, PetstoreClientError) else ("unknown", 0)
     return Op(
-        index, kind, started, time.monotonic(), outcome, code=code, key=name, asked=asked,
-        status=status, value=value, pages=tuple(trace.pages) if kind == "list" else (),
-        after=after, attempts=trace.requests,
-    )  # fmt: skip
+        worker=index,
+        kind=kind,
+        started=started,
+        ended=time.monotonic(),
+        outcome=outcome,
+        code=code,
+        key=name,
+        asked=asked,
+        status=status,
+        value=value,
+        pages=tuple(trace.pages) if kind == "list" else (),
+        after=after,
+        attempts=trace.requests,
+    )
 
 
 def _walk(

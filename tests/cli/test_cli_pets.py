@@ -44,7 +44,7 @@ def test_list_prints_a_table_by_default(runner: CliRunner) -> None:
     result = runner.invoke(main, ["pets", "list", "--status", "sold", "--all"])
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "CATEGORY", "STATUS"]
+    assert lines[0].split() == ["ID", "NAME", "CATEGORY", "ID", "STATUS"]
     assert any(line.split()[1:] == ["Tabby", "2", "sold"] for line in lines[1:])
 
 

@@ -126,7 +126,7 @@ def test_tables_are_aligned_by_display_width(runner: CliRunner) -> None:
         if line.split()[0] in ("ID",) or any(name in line for name in names)
     ]
     columns = {width(line[: line.index("7  ")]) for line in lines[1:]}
-    assert len(columns) == 1, lines  # CATEGORY starts at one display column in every row
+    assert len(columns) == 1, lines  # CATEGORY ID starts at one display column in every row
 
 
 def _commands(group: click.Group, path: list[str]) -> list[list[str]]:

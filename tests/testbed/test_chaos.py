@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from testbed import chaos, cluster, cluster_command, processes
+from tests.testbed.animals import pet
 
 
 @pytest.fixture
@@ -173,24 +174,26 @@ def test_the_check_counts_what_was_lost_duplicated_or_failed() -> None:
     would prove nothing)."""
     ledger = chaos.Ledger(
         operations=[
-            chaos.Operation("create", 0.0, 0.1, failed=False, answers=(201,)),
-            chaos.Operation("list", 0.1, 0.2, failed=True, answers=(503, 0)),
+            chaos.Operation(kind="create", started=0.0, ended=0.1, failed=False, answers=(201,)),
+            chaos.Operation(kind="list", started=0.1, ended=0.2, failed=True, answers=(503, 0)),
         ],
         acknowledged={
-            "kept": (1, 1, "available"),
-            "gone": (2, 1, "sold"),
-            "changed": (3, 2, "pending"),
+            "kept": pet(1, "kept", status="available"),
+            "gone": pet(2, "gone"),
+            "changed": pet(3, "changed", category_id=2, status="pending"),
         },
         attempted={"kept", "gone", "changed", "twice", "unanswered"},
     )
     stored = {
-        "kept": [(1, 1, "available")],
-        "changed": [(3, 2, "sold")],
-        "twice": [(4, 1, "available"), (5, 1, "available")],
-        "unanswered": [(6, 1, "available")],
+        "kept": [pet(1, "kept", status="available")],
+        "changed": [pet(3, "changed", category_id=2)],
+        "twice": [pet(4, "twice", status="available"), pet(5, "twice", status="available")],
+        "unanswered": [pet(6, "unanswered", status="available")],
     }
     out = io.StringIO()
-    counts = chaos.report(ledger, [chaos.Fault("window", 0.0, 1.0)], stored, out=out)
+    counts = chaos.report(
+        ledger, [chaos.Fault(name="window", started=0.0, ended=1.0)], stored, out=out
+    )
     assert counts == {"acknowledged": 3, "lost": 2, "duplicated": 1, "failed": 1}
     lines = out.getvalue().splitlines()
     assert lines[-1] == "chaos: acknowledged 3, lost 2, duplicated 1, failed 1"

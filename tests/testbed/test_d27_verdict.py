@@ -11,10 +11,22 @@ from testbed import chaos_network, faults
 from testbed.availability import D27, D27_LOSSY, D27_PRIMARY, Availability, Bound, judge
 from testbed.history import Op, Window
 from testbed.limit_probe import Judgement
+from tests.testbed.animals import pet
 
 
 def row(kind: str, create_gap: float, read_gap: float) -> Availability:
-    return Availability(kind, 1, 10, 0, 1.0, 1.0, 1.0, create_gap, read_gap, 50.0)
+    return Availability(
+        kind=kind,
+        times=1,
+        operations=10,
+        failed=0,
+        first_try=1.0,
+        within_1s=1.0,
+        within_5s=1.0,
+        create_gap=create_gap,
+        read_gap=read_gap,
+        p99_ms=50.0,
+    )
 
 
 def test_a_gap_over_its_bound_is_a_miss_and_one_at_it_is_met() -> None:
@@ -64,17 +76,40 @@ def test_the_last_line_counts_the_kinds_that_missed() -> None:
     """A create acknowledged, then none for 17 s in a single-host kind's window: one
     miss of one kind judged; a two-host kind's window is not counted."""
     ops = [
-        Op(0, "create", 0.0, 0.1, "ok", key="a", value=(1, "a", 1, "sold")),
-        Op(0, "read", 0.2, 0.3, "ok", asked=1, value=(1, "a", 1, "sold")),
-        Op(0, "read", 17.0, 17.1, "ok", asked=1, value=(1, "a", 1, "sold")),
+        Op(
+            worker=0,
+            kind="create",
+            started=0.0,
+            ended=0.1,
+            outcome="ok",
+            key="a",
+            value=pet(1, "a"),
+        ),
+        Op(worker=0, kind="read", started=0.2, ended=0.3, outcome="ok", asked=1, value=pet(1, "a")),
+        Op(
+            worker=0,
+            kind="read",
+            started=17.0,
+            ended=17.1,
+            outcome="ok",
+            asked=1,
+            value=pet(1, "a"),
+        ),
     ]
     windows = [
-        Window("instance killed", 0.0, 18.0),
-        Window("monitor lost while the primary is lost", 18.0, 40.0),
+        Window(kind="instance killed", started=0.0, ended=18.0),
+        Window(kind="monitor lost while the primary is lost", started=18.0, ended=40.0),
     ]
     out = io.StringIO()
     counts = chaos_network.report(
-        ops, windows, [(1, "a", 1, "sold")], [], Judgement(0, 0, 0, 0.0, 0.0, 0), out=out
+        ops,
+        windows,
+        [pet(1, "a")],
+        [],
+        Judgement(
+            calls=0, over_limit=0, failing_open=0, open_seconds=0.0, longest_return=0.0, late=0
+        ),
+        out=out,
     )
     text = out.getvalue()
     lines = text.splitlines()

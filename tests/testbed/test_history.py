@@ -6,34 +6,61 @@ walk that started before a create ended) pass. Also the availability figures
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from testbed.availability import availability, table, unavailability
 from testbed.final_state import disagreements
-from testbed.history import Op, Page, Verdict, Window, check
+from testbed.history import Op, Page, Pet, Verdict, Window, check
 from testbed.limit_probe import BOUND, LIMIT, Answer, judge
+from tests.members import changed, sample
+from tests.testbed.animals import pet
 
 
 def create(key: str, pet_id: int, started: float, ended: float, status: str = "sold") -> Op:
-    return Op(0, "create", started, ended, "ok", key=key, value=(pet_id, key, 1, status))
+    return Op(
+        worker=0,
+        kind="create",
+        started=started,
+        ended=ended,
+        outcome="ok",
+        key=key,
+        value=pet(pet_id, key, status=status),
+    )
 
 
-def read(pet_id: int, started: float, value: tuple[int, str, int, str] | None) -> Op:
-    return Op(1, "read", started, started + 0.1, "ok", asked=pet_id, value=value)
+def read(pet_id: int, started: float, value: Pet | None) -> Op:
+    return Op(
+        worker=1,
+        kind="read",
+        started=started,
+        ended=started + 0.1,
+        outcome="ok",
+        asked=pet_id,
+        value=value,
+    )
 
 
 def walk(
     started: float, *pages: tuple[tuple[int, ...], bool], status: str = "sold", after: int = 0
 ) -> Op:
     answered = tuple(
-        Page(started + i, started + i + 0.5, ids, more) for i, (ids, more) in enumerate(pages)
+        Page(started=started + i, ended=started + i + 0.5, ids=ids, more=more)
+        for i, (ids, more) in enumerate(pages)
     )
     return Op(
-        2, "list", started, started + len(pages), "ok", status=status, pages=answered, after=after
+        worker=2,
+        kind="list",
+        started=started,
+        ended=started + len(pages),
+        outcome="ok",
+        status=status,
+        pages=answered,
+        after=after,
     )
 
 
-STORED = [(1, "a", 1, "sold"), (2, "b", 1, "sold"), (3, "c", 1, "sold")]
+STORED = [pet(1, "a"), pet(2, "b"), pet(3, "c")]
 CREATES = [create("a", 1, 0.0, 1.0), create("b", 2, 1.5, 2.0), create("c", 3, 2.5, 3.0)]
 
 
@@ -44,16 +71,18 @@ def found(verdict: Verdict) -> dict[str, int]:
 def test_a_clean_history_passes() -> None:
     history = [
         *CREATES,
-        read(1, 1.1, (1, "a", 1, "sold")),
-        read(3, 4.0, (3, "c", 1, "sold")),
+        read(1, 1.1, pet(1, "a")),
+        read(3, 4.0, pet(3, "c")),
         walk(4.0, ((1, 2), True), ((3,), False)),
         walk(2.2, ((1, 2), False)),  # started before c's 201: need not show it
-        Op(3, "create", 5.0, 6.0, "unknown", key="d"),  # unknown: stored or not, fine
+        Op(
+            worker=3, kind="create", started=5.0, ended=6.0, outcome="unknown", key="d"
+        ),  # unknown: stored or not, fine
     ]
     verdict = check(history[:-1], STORED)
     assert verdict.clean
     assert verdict.counts() == dict.fromkeys(verdict.counts(), 0)
-    assert found(check(history, [*STORED, (4, "d", 1, "sold")])) == {
+    assert found(check(history, [*STORED, pet(4, "d")])) == {
         "failed": 1,
         "stored_after_no_answer": 1,
     }
@@ -66,24 +95,59 @@ def test_concurrent_creates_may_commit_out_of_id_order() -> None:
         create("a", 2, 0.0, 1.0),
         create("b", 1, 0.5, 1.5),
         create("c", 3, 2.0, 2.5),
-        Op(0, "create", 3.0, 3.5, "ok", key="c", value=(3, "c", 1, "sold")),
+        Op(
+            worker=0,
+            kind="create",
+            started=3.0,
+            ended=3.5,
+            outcome="ok",
+            key="c",
+            value=pet(3, "c"),
+        ),
     ]
-    stored = [(1, "b", 1, "sold"), (2, "a", 1, "sold"), (3, "c", 1, "sold")]
+    stored = [pet(1, "b"), pet(2, "a"), pet(3, "c")]
     assert check(history, stored).clean
 
 
 def test_an_acknowledged_animal_missing_is_lost() -> None:
     verdict = check(CREATES, STORED[:2])
     assert found(verdict) == {"lost": 1}
-    assert verdict.lost == ["(3, 'c', 1, 'sold') acknowledged, stored None"]
+    assert verdict.lost == [
+        '{"id":3,"name":"c","categoryId":1,"status":"sold"} acknowledged, stored None'
+    ]
 
 
 def test_an_acknowledged_animal_changed_is_lost() -> None:
-    assert found(check(CREATES, [*STORED[:2], (3, "c", 1, "pending")])) == {"lost": 1}
+    assert found(check(CREATES, [*STORED[:2], pet(3, "c", status="pending")])) == {"lost": 1}
+
+
+@pytest.mark.parametrize(
+    "member", [field.name for field in msgspec.structs.fields(Pet) if field.name != "id"]
+)
+def test_an_acknowledged_animal_changed_in_any_member_is_lost_and_a_node_differs(
+    member: str,
+) -> None:
+    """Every member of Pet is compared, a member added to it too: an animal stored
+    with any one of them changed (lost in a failover or a restore) is found."""
+    acknowledged = msgspec.structs.replace(sample(Pet), id=1, name="a")
+    history = [
+        Op(
+            worker=0,
+            kind="create",
+            started=0.0,
+            ended=1.0,
+            outcome="ok",
+            key="a",
+            value=acknowledged,
+        )
+    ]
+    stored = changed(acknowledged, member)
+    assert found(check(history, [stored])) == {"lost": 1}
+    assert len(disagreements({"node1": [acknowledged], "node2": [stored]})) == 1
 
 
 def test_one_key_stored_twice_is_duplicated() -> None:
-    verdict = check(CREATES, [*STORED, (4, "c", 1, "sold")])
+    verdict = check(CREATES, [*STORED, pet(4, "c")])
     assert found(verdict) == {"duplicated": 1}
     assert verdict.duplicated == ["key c stored as ids [3, 4]"]
 
@@ -101,8 +165,8 @@ def test_a_404_after_another_read_saw_it_is_stale() -> None:
     """Monotonic reads: the create's outcome was unknown, a read saw the animal, a
     later read does not."""
     history = [
-        Op(0, "create", 0.0, 1.0, "unknown", key="a"),
-        read(1, 2.0, (1, "a", 1, "sold")),
+        Op(worker=0, kind="create", started=0.0, ended=1.0, outcome="unknown", key="a"),
+        read(1, 2.0, pet(1, "a")),
         read(1, 3.0, None),
     ]
     assert found(check(history, STORED[:1])) == {
@@ -133,30 +197,37 @@ def test_a_walk_stopped_early_skips_only_what_it_passed() -> None:
 
 def test_one_id_for_two_keys_is_reused() -> None:
     history = [create("a", 1, 0.0, 1.0), create("b", 1, 1.5, 2.0)]
-    verdict = check(history, [(1, "a", 1, "sold")])
+    verdict = check(history, [pet(1, "a")])
     assert verdict.reused == ["id 1 acknowledged for keys ['a', 'b']"]
     assert {"reused", "lost", "not_increasing"} <= found(verdict).keys()
 
 
 def test_a_smaller_id_after_a_completed_create_is_not_increasing() -> None:
     history = [create("a", 5, 0.0, 1.0), create("b", 4, 1.5, 2.0)]
-    verdict = check(history, [(5, "a", 1, "sold"), (4, "b", 1, "sold")])
+    verdict = check(history, [pet(5, "a"), pet(4, "b")])
     assert found(verdict) == {"not_increasing": 1}
 
 
 def test_failures_are_counted_apart() -> None:
-    history = [*CREATES, Op(1, "read", 3.0, 4.0, "failed", code=503, asked=1)]
+    history = [
+        *CREATES,
+        Op(worker=1, kind="read", started=3.0, ended=4.0, outcome="failed", code=503, asked=1),
+    ]
     verdict = check(history, STORED)
     assert found(verdict) == {"failed": 1}
     assert verdict.failed == ["read by worker 1 at 3.00 s: failed 503"]
 
 
 def test_unavailability_is_the_longest_gap_per_fault_kind() -> None:
-    windows = [Window("cut", 0.0, 10.0), Window("cut", 20.0, 22.0), Window("none", 10.0, 20.0)]
+    windows = [
+        Window(kind="cut", started=0.0, ended=10.0),
+        Window(kind="cut", started=20.0, ended=22.0),
+        Window(kind="none", started=10.0, ended=20.0),
+    ]
     history = [
         create("a", 1, 0.0, 1.0),
         create("b", 2, 1.0, 7.0),
-        read(1, 2.0, (1, "a", 1, "sold")),  # ends at 2.1
+        read(1, 2.0, pet(1, "a")),  # ends at 2.1
         create("c", 3, 12.0, 13.0),
     ]
     gaps = unavailability(history, windows)
@@ -175,15 +246,20 @@ def test_a_walk_from_a_cursor_that_misses_a_newer_animal_skipped_it() -> None:
 
 
 def test_a_read_of_an_animal_absent_from_the_final_state_is_a_phantom() -> None:
-    verdict = check([*CREATES, read(9, 4.0, (9, "z", 1, "sold"))], STORED)
+    verdict = check([*CREATES, read(9, 4.0, pet(9, "z"))], STORED)
     assert found(verdict) == {"phantom": 1}
-    assert verdict.phantom == ["getPet 9 at 4.00 s answered (9, 'z', 1, 'sold'), stored None"]
+    assert verdict.phantom == [
+        'getPet 9 at 4.00 s answered {"id":9,"name":"z","categoryId":1,"status":"sold"}, '
+        "stored None"
+    ]
 
 
 def test_a_read_that_differs_from_the_final_state_is_a_phantom() -> None:
     """The read started before c's 201 (so it is not stale), and answered another
     value than the one stored."""
-    assert found(check([*CREATES, read(3, 2.6, (3, "c", 2, "sold"))], STORED)) == {"phantom": 1}
+    assert found(check([*CREATES, read(3, 2.6, pet(3, "c", category_id=2))], STORED)) == {
+        "phantom": 1
+    }
 
 
 def test_a_list_page_showing_an_animal_absent_or_different_is_a_phantom() -> None:
@@ -192,19 +268,32 @@ def test_a_list_page_showing_an_animal_absent_or_different_is_a_phantom() -> Non
     other_status = walk(4.0, ((), True), ((1,), False), status="pending")
     assert found(check([*CREATES, other_status], STORED)) == {"phantom": 1}
     shown = (
-        Page(4.0, 4.5, (1, 2, 3), False, ((1, "a", 1, "sold"), (2, "b", 5, "sold"), STORED[2])),
+        Page(
+            started=4.0,
+            ended=4.5,
+            ids=(1, 2, 3),
+            more=False,
+            pets=(pet(1, "a"), pet(2, "b", category_id=5), STORED[2]),
+        ),
     )
-    history = [*CREATES, Op(2, "list", 4.0, 4.5, "ok", status="sold", pages=shown)]
+    history = [
+        *CREATES,
+        Op(worker=2, kind="list", started=4.0, ended=4.5, outcome="ok", status="sold", pages=shown),
+    ]
     verdict = check(history, STORED)
     assert found(verdict) == {"phantom": 1}
     assert verdict.phantom == [
-        "list page at 4.00 s showed (2, 'b', 5, 'sold'), stored (2, 'b', 1, 'sold')"
+        'list page at 4.00 s showed {"id":2,"name":"b","categoryId":5,"status":"sold"}, '
+        'stored {"id":2,"name":"b","categoryId":1,"status":"sold"}'
     ]
 
 
 def test_an_animal_stored_after_a_definite_error_is_counted() -> None:
-    history = [*CREATES, Op(3, "create", 5.0, 6.0, "failed", code=500, key="d")]
-    verdict = check(history, [*STORED, (4, "d", 1, "sold")])
+    history = [
+        *CREATES,
+        Op(worker=3, kind="create", started=5.0, ended=6.0, outcome="failed", code=500, key="d"),
+    ]
+    verdict = check(history, [*STORED, pet(4, "d")])
     assert found(verdict) == {"stored_after_error": 1, "failed": 1}
     assert verdict.stored_after_error == ["key d (failed 500 at 5.00 s) stored as ids [4]"]
     assert not verdict.clean
@@ -214,8 +303,11 @@ def test_an_animal_stored_after_a_definite_error_is_counted() -> None:
 
 @pytest.mark.parametrize(("outcome", "code"), [("unknown", 0), ("failed", 504), ("failed", 502)])
 def test_an_animal_stored_after_no_answer_is_counted_apart(outcome: str, code: int) -> None:
-    history = [*CREATES, Op(3, "create", 5.0, 6.0, outcome, code=code, key="d")]
-    verdict = check(history, [*STORED, (4, "d", 1, "sold")])
+    history = [
+        *CREATES,
+        Op(worker=3, kind="create", started=5.0, ended=6.0, outcome=outcome, code=code, key="d"),
+    ]
+    verdict = check(history, [*STORED, pet(4, "d")])
     assert found(verdict) == {"stored_after_no_answer": 1, "failed": 1}
 
 
@@ -224,22 +316,69 @@ def test_a_create_retried_to_success_is_not_stored_after_an_error() -> None:
     animal is stored once and acknowledged, no defect."""
     history = [
         *CREATES,
-        Op(3, "create", 5.0, 6.0, "failed", code=503, key="d"),
+        Op(worker=3, kind="create", started=5.0, ended=6.0, outcome="failed", code=503, key="d"),
         create("d", 4, 6.5, 7.0),
     ]
-    assert found(check(history, [*STORED, (4, "d", 1, "sold")])) == {"failed": 1}
+    assert found(check(history, [*STORED, pet(4, "d")])) == {"failed": 1}
 
 
 def test_availability_gives_shares_of_first_attempts_and_quick_answers() -> None:
-    windows = [Window("cut", 0.0, 10.0)]
+    windows = [Window(kind="cut", started=0.0, ended=10.0)]
     history = [
-        Op(0, "create", 0.0, 0.5, "ok", key="a", value=(1, "a", 1, "sold"), attempts=1),
-        Op(0, "create", 1.0, 3.0, "ok", key="b", value=(2, "b", 1, "sold"), attempts=2),
-        Op(0, "read", 3.0, 8.5, "ok", asked=1, value=(1, "a", 1, "sold"), attempts=4),
-        Op(0, "list", 2.0, 2.5, "ok", status="sold", attempts=2, pages=(
-            Page(2.0, 2.2, (1,), True), Page(2.2, 2.5, (2,), False))),
-        Op(0, "create", 8.0, 9.0, "failed", code=503, key="c", attempts=31),
-    ]  # fmt: skip
+        Op(
+            worker=0,
+            kind="create",
+            started=0.0,
+            ended=0.5,
+            outcome="ok",
+            key="a",
+            value=pet(1, "a"),
+            attempts=1,
+        ),
+        Op(
+            worker=0,
+            kind="create",
+            started=1.0,
+            ended=3.0,
+            outcome="ok",
+            key="b",
+            value=pet(2, "b"),
+            attempts=2,
+        ),
+        Op(
+            worker=0,
+            kind="read",
+            started=3.0,
+            ended=8.5,
+            outcome="ok",
+            asked=1,
+            value=pet(1, "a"),
+            attempts=4,
+        ),
+        Op(
+            worker=0,
+            kind="list",
+            started=2.0,
+            ended=2.5,
+            outcome="ok",
+            status="sold",
+            attempts=2,
+            pages=(
+                Page(started=2.0, ended=2.2, ids=(1,), more=True),
+                Page(started=2.2, ended=2.5, ids=(2,), more=False),
+            ),
+        ),
+        Op(
+            worker=0,
+            kind="create",
+            started=8.0,
+            ended=9.0,
+            outcome="failed",
+            code=503,
+            key="c",
+            attempts=31,
+        ),
+    ]
     (row,) = availability(history, windows)
     assert (row.kind, row.times, row.operations, row.failed) == ("cut", 1, 5, 1)
     assert row.first_try == 2 / 5  # the first create and the two-page walk
@@ -258,7 +397,7 @@ def test_a_node_lacking_holding_or_changing_rows_differs() -> None:
     views = {
         "node1": STORED,
         "node2": STORED[:2],
-        "node3": [STORED[0], (2, "b", 1, "pending"), STORED[2], (4, "d", 1, "sold")],
+        "node3": [STORED[0], pet(2, "b", status="pending"), STORED[2], pet(4, "d")],
         "service": None,
     }
     assert disagreements(views) == [

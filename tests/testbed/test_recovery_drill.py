@@ -11,24 +11,34 @@ from dataclasses import replace
 from testbed import recovery_check
 from testbed.ops import Op
 from testbed.restore import Restored
+from tests.testbed.animals import pet
 
 
 def create(n: int, pet_id: int, started: float, ended: float) -> Op:
     name = f"d0-{n}"
-    return Op(0, "create", started, ended, "ok", key=name, value=(pet_id, name, 1, "available"))
+    return Op(
+        worker=0,
+        kind="create",
+        started=started,
+        ended=ended,
+        outcome="ok",
+        key=name,
+        value=pet(pet_id, name, status="available"),
+    )
 
 
 def drill(first: list[int], latest: list[int], *, next_id: int = 1000) -> recovery_check.Drill:
     """A mistake at 10 s, the first restore from 20 s (what ids ``first`` held), the
     loss at 40 s (``latest``), serving after 12 s."""
     pets = {
-        i: (i, f"d0-{i if i < next_id else i - next_id + 100}", 1, "available")
+        i: pet(i, f"d0-{i if i < next_id else i - next_id + 100}", status="available")
         for i in (*first, *latest)
     }
     return recovery_check.Drill(
-        moment=recovery_check.Moment("2026-11-21 14:03:07+00", 10.0, 10.0),
-        first=Restored([pets[i] for i in first], next_id), first_began=20.0,
-        lost_at=40.0, latest=Restored([pets[i] for i in latest], next_id), ready_after=12.0,
+        moment=recovery_check.Moment(timestamp="2026-11-21 14:03:07+00", before=10.0, after=10.0),
+        first=Restored(pets=[pets[i] for i in first], next_id=next_id), first_began=20.0,
+        lost_at=40.0, latest=Restored(pets=[pets[i] for i in latest], next_id=next_id),
+        ready_after=12.0,
     )  # fmt: skip
 
 
@@ -92,10 +102,10 @@ def test_an_animal_there_before_the_drill_and_absent_from_the_restore_is_missing
     """A seeded store (``--animals``): the animals there before the drill were there
     at the moment, so the restore to it must hold every one."""
     ops = [create(11, 11, 1, 2)]
-    seeded = [(i, f"Rex {i}", 1, "available") for i in range(1, 11)]
+    seeded = [pet(i, f"Rex {i}", status="available") for i in range(1, 11)]
     made = drill([11], [11])
     for count, pets in ((10, seeded), (10, seeded[1:])):
-        first = Restored([*pets, (11, "d0-11", 1, "available")], 1000)
+        first = Restored(pets=[*pets, pet(11, "d0-11", status="available")], next_id=1000)
         one = replace(made, first=first, before_drill=10, before_count=count)
         counts = recovery_check.judge(ops, one, out=io.StringIO())
         assert (counts["missing"], counts["changed"], counts["extra"]) == (10 - len(pets), 0, 0)

@@ -27,6 +27,7 @@ before or after the subcommand (after wins), or else ``PETSTORE_URL`` /
 from __future__ import annotations
 
 import json
+import typing
 import warnings
 
 import click
@@ -40,6 +41,26 @@ from petstore.schemas import LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN, Pet, PetStatus
 from petstore.text import printable
 
 _STATUS = click.Choice([status.value for status in PetStatus])
+#: The table's columns: every member of Pet, in order, headed by its name in capitals
+#: (``category_id``: ``CATEGORY ID``), so a member added to Pet is shown unasked.
+_COLUMNS = msgspec.structs.fields(Pet)
+_HEADER = tuple(field.name.replace("_", " ").upper() for field in _COLUMNS)
+#: The columns of free text (``name``), shortened to fit a terminal; the others
+#: (ids, statuses) are always shown whole.
+_SHRINK = tuple(
+    i for i, field in enumerate(_COLUMNS) if str in (field.type, *typing.get_args(field.type))
+)
+
+
+def pet_rows(pets: list[Pet]) -> list[tuple[str, ...]]:
+    """The rows of a table of ``pets``: the header, then a row per animal holding
+    each member as JSON gives it (an enum's value, a number's digits), nothing for
+    None."""
+    rows = [_HEADER]
+    for pet in pets:
+        values = (msgspec.to_builtins(getattr(pet, field.name)) for field in _COLUMNS)
+        rows.append(tuple("" if value is None else str(value) for value in values))
+    return rows
 
 
 def _show(pets: list[Pet], *, as_json: bool, wide: bool = False) -> None:
@@ -52,9 +73,7 @@ def _show(pets: list[Pet], *, as_json: bool, wide: bool = False) -> None:
         for pet in pets:
             click.echo(json.dumps(msgspec.to_builtins(pet), separators=(",", ":")))
         return
-    rows = [("ID", "NAME", "CATEGORY", "STATUS")]
-    rows += [(str(p.id), p.name, str(p.category_id), p.status.value) for p in pets]
-    for line in table(rows, fit=fit_width(wide=wide), shrink=(1,)):
+    for line in table(pet_rows(pets), fit=fit_width(wide=wide), shrink=_SHRINK):
         click.echo(line)
 
 

@@ -3,12 +3,14 @@
 A JSON file is one JSON array of records, or one record, or JSON lines: one document
 per non-blank line. Each record is sent as written (unknown or repeated members
 included), so the service judges it exactly as it would any other request (D2-D4).
-A CSV file starts with the header ``name,categoryId[,status]`` (columns in any order
-and any case, separated by ``,``, ``;``, a tab or ``|``, found from the header); each
-row becomes a JSON object of its non-empty cells, a ``categoryId`` that is a JSON
+A CSV file starts with the header :data:`HEADER`, NewPet's members
+(``name,categoryId[,status]``; columns in any order and any case, separated by
+``,``, ``;``, a tab or ``|``, found from the header); each row becomes a JSON object
+of its non-empty cells, a cell of a numeric member (``categoryId``) that is a JSON
 number sent as that number and anything else as a string for the service to refuse
-by name. What cannot be sent at all (a line that is not JSON, a row with more cells
-than the header) is refused here with a reason. A file that cannot be read whole
+by name. The columns follow from NewPet: a member added to it is read unasked. What
+cannot be sent at all (a line that is not JSON, a row with more cells than the
+header) is refused here with a reason. A file that cannot be read whole
 (not UTF-8, a broken JSON array, a CSV file without its header) raises
 click.UsageError. Nothing here does I/O but reading the file.
 """
@@ -29,15 +31,54 @@ from pathlib import Path
 import click
 import msgspec
 
-#: The header a CSV file must start with.
-HEADER = "name,categoryId[,status]"
-#: Header cell, in lower case -> NewPet member (``category_id`` is read as ``categoryId``).
+from petstore.schemas import NEW_PET_MEMBERS, NEW_PET_REQUIRED, NewPet
+
+
+def _members() -> tuple[msgspec.inspect.Field, ...]:
+    """NewPet's members as msgspec describes them: names and types."""
+    info = msgspec.inspect.type_info(NewPet)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return info.fields
+
+
+def _bare(kind: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    """``kind`` without what wraps it: its extra metadata, and of alternatives
+    (``int | None``) the first that is not None."""
+    while True:
+        if isinstance(kind, msgspec.inspect.Metadata):
+            kind = kind.type
+        elif isinstance(kind, msgspec.inspect.UnionType):
+            kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
+        else:
+            return kind
+
+
+_MEMBERS = _members()
+#: The header a CSV file must start with: NewPet's members as sent, those that may be
+#: left out in brackets (``name,categoryId[,status]``).
+HEADER = ",".join(NEW_PET_REQUIRED) + "".join(
+    f"[,{member}]" for member in NEW_PET_MEMBERS if member not in NEW_PET_REQUIRED
+)
+#: Header cell, in lower case -> NewPet member: each member as sent or by its Python
+#: name (``categoryid``, ``category_id``: ``categoryId``).
 _COLUMNS = {
-    "name": "name",
-    "categoryid": "categoryId",
-    "category_id": "categoryId",
-    "status": "status",
+    name.lower(): field.encode_name
+    for field in _MEMBERS
+    for name in (field.encode_name, field.name)
 }
+#: The members whose cell is sent as a JSON number when it is one (``categoryId``).
+_NUMBERS = frozenset(
+    field.encode_name
+    for field in _MEMBERS
+    if isinstance(_bare(field.type), msgspec.inspect.IntType | msgspec.inspect.FloatType)
+)
+#: The members of free text, whose cells are sent as written, white space and all
+#: (the service judges it, D2); every other cell is sent stripped.
+_TEXT = frozenset(
+    field.encode_name
+    for field in _MEMBERS
+    if isinstance(_bare(field.type), msgspec.inspect.StrType)
+)
 _DELIMITERS = ",;\t|"
 #: A JSON number (RFC 8259 section 6): such a categoryId cell is sent as a number.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -48,7 +89,7 @@ _OTHER_UNICODE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
     """One record of the file: its first ``line`` (from 1), either the NewPet
     ``document`` to send or, when it was refused before sending, the ``reason``, and
@@ -97,7 +138,9 @@ def _numbered(records: list[Record]) -> list[Record]:
     for record in records:
         if record.document is not None:
             seen[record.document] += 1
-            record = Record(record.line, record.document, occurrence=seen[record.document])
+            record = Record(
+                line=record.line, document=record.document, occurrence=seen[record.document]
+            )
         numbered.append(record)
     return numbered
 
@@ -120,7 +163,7 @@ def _json(path: Path, data: bytes) -> list[Record]:
     if array:
         return _json_array(path, text, start)
     if _is_json(text):
-        return [Record(text.count("\n", 0, start) + 1, text.strip().encode())]
+        return [Record(line=text.count("\n", 0, start) + 1, document=text.strip().encode())]
     return list(_json_lines(data))
 
 
@@ -157,7 +200,7 @@ def _json_array(path: Path, text: str, start: int) -> list[Record]:
     while text[position] != "]":
         _, element_end = decoder.raw_decode(text, position)
         line = text.count("\n", 0, position) + 1
-        records.append(Record(line, text[position:element_end].encode()))
+        records.append(Record(line=line, document=text[position:element_end].encode()))
         position = _skip_space(text, element_end)
         position = _skip_space(text, position + 1) if text[position] == "," else position
     return records
@@ -179,14 +222,22 @@ def _json_lines(data: bytes) -> Iterator[Record]:
             json.loads(document.decode("utf-8"))
         except UnicodeDecodeError as exc:
             reason = f"not UTF-8 text (byte {exc.start + 1} of the line); convert the file "
-            yield Record(number, None, reason + "to UTF-8, e.g. with iconv -f LATIN1 -t UTF-8")
+            yield Record(
+                line=number,
+                document=None,
+                reason=reason + "to UTF-8, e.g. with iconv -f LATIN1 -t UTF-8",
+            )
         except json.JSONDecodeError as exc:
-            yield Record(number, None, f"not JSON: {exc.msg} at column {exc.colno}")
+            yield Record(
+                line=number, document=None, reason=f"not JSON: {exc.msg} at column {exc.colno}"
+            )
         except (ValueError, RecursionError) as exc:  # an integer of 4300 digits and more
             reason = str(exc) or "nested too deeply"
-            yield Record(number, None, f"not JSON this importer can read: {reason}")
+            yield Record(
+                line=number, document=None, reason=f"not JSON this importer can read: {reason}"
+            )
         else:
-            yield Record(number, document)
+            yield Record(line=number, document=document)
 
 
 def _columns(name: str, header: list[str], first_line: str) -> list[str]:
@@ -194,14 +245,14 @@ def _columns(name: str, header: list[str], first_line: str) -> list[str]:
     the messages). Raises click.UsageError when it is not the header."""
     cells = [cell.strip() for cell in header]
     members = [_COLUMNS.get(cell.lower(), "") for cell in cells]
-    if not {"name", "categoryId"} & set(members):
+    if not set(NEW_PET_REQUIRED) & set(members):
         raise click.UsageError(
             f"{name} has no header: its first line must be {HEADER} (it is {first_line!r})"
         )
     for cell, member in zip(cells, members, strict=True):
         if not member or members.count(member) > 1:
             raise click.UsageError(f"{name}: header column {cell!r} is unknown or repeated")
-    if not {"name", "categoryId"} <= set(members):
+    if not set(NEW_PET_REQUIRED) <= set(members):
         raise click.UsageError(f"{name}: the header {first_line!r} lacks a column of {HEADER}")
     return members
 
@@ -233,17 +284,17 @@ def _csv_rows(path: Path, data: bytes) -> list[Record]:
                 continue
             if len(row) > len(columns):
                 reason = f"row has {len(row)} cells, the header has {len(columns)}"
-                records.append(Record(first, None, reason))
+                records.append(Record(line=first, document=None, reason=reason))
                 continue
             body: dict[str, object] = {}
             for member, cell in zip(columns, row, strict=False):  # a short row: cells absent
                 if not cell.strip():
                     continue
-                if member == "categoryId" and _JSON_NUMBER.fullmatch(cell.strip()):
+                if member in _NUMBERS and _JSON_NUMBER.fullmatch(cell.strip()):
                     body[member] = msgspec.Raw(cell.strip().encode())
                 else:
-                    body[member] = cell if member == "name" else cell.strip()
-            records.append(Record(first, msgspec.json.encode(body)))
+                    body[member] = cell if member in _TEXT else cell.strip()
+            records.append(Record(line=first, document=msgspec.json.encode(body)))
     except csv.Error as exc:
         raise click.UsageError(f"{path.name} is not CSV this importer can read: {exc}") from None
     return records

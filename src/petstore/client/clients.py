@@ -148,7 +148,8 @@ class Client(ClientBase[httpx.BaseTransport]):
         ``Idempotency-Key`` (a new uuid4 unless given) goes with every attempt (D16).
         Raises BadRequestError for invalid fields (D2-D4), ConflictError for a key
         reused with another body."""
-        content, headers = create_request(name, category_id, status, idempotency_key)
+        members = {"name": name, "category_id": category_id, "status": status}
+        content, headers = create_request(members, idempotency_key)
         response = self._send("POST", "pets", content=content, headers=headers)
         return decode_pet(response)
 
@@ -227,7 +228,8 @@ class AsyncClient(ClientBase[httpx.AsyncBaseTransport]):
         idempotency_key: str | None = None,
     ) -> Pet:
         """See :meth:`Client.create_pet`."""
-        content, headers = create_request(name, category_id, status, idempotency_key)
+        members = {"name": name, "category_id": category_id, "status": status}
+        content, headers = create_request(members, idempotency_key)
         response = await self._send("POST", "pets", content=content, headers=headers)
         return decode_pet(response)
 

@@ -31,7 +31,7 @@ from petstore.client.errors import (
 )
 from petstore.client.quota import Quota, quota_of
 from petstore.client.retries import Retries
-from petstore.schemas import Pet, PetStatus
+from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.text import printable_url
 
 #: The environment variable a client made without ``base_url`` reads it from: the
@@ -46,6 +46,8 @@ REPLACEMENT = "GET /v1/pets with the status filter (list_pets/iter_pets with sta
 DEFAULT_SUNSET = "2030-12-05"
 _pets_decoder = msgspec.json.Decoder(list[Pet])
 _pet_decoder = msgspec.json.Decoder(Pet)
+#: Each member of NewPet by its Python name -> its name on the wire.
+_NEW_PET_WIRE_NAMES = {field.name: field.encode_name for field in msgspec.structs.fields(NewPet)}
 _T = TypeVar("_T")
 _Transport = TypeVar("_Transport", httpx.BaseTransport, httpx.AsyncBaseTransport)
 EventHooks = Mapping[str, Sequence[Callable[..., Any]]]
@@ -199,14 +201,20 @@ def next_params(next_url: str) -> httpx.QueryParams:
 
 
 def create_request(
-    name: str, category_id: int, status: PetStatus | str | None, idempotency_key: str | None
+    members: Mapping[str, object], idempotency_key: str | None
 ) -> tuple[bytes, dict[str, str]]:
-    """The NewPet body and headers of createPet; the key as a structured-field string
-    (D16). Validation of the body is left to the service (one source of the rules).
-    Raises ValueError for a bad key (see :func:`json_request`)."""
-    body: dict[str, object] = {"name": name, "categoryId": category_id}
-    if status is not None:
-        body["status"] = str(status)
+    """The NewPet body and headers of createPet: each member of NewPet whose value in
+    ``members`` (by its Python name, ``category_id``) is not None, named as NewPet
+    names it on the wire (``categoryId``), so a member added to NewPet is sent as it
+    is given. Validation of the values is left to the service (one source of the
+    rules). Raises ValueError for a name NewPet lacks and for a bad key (see
+    :func:`json_request`)."""
+    unknown = sorted(members.keys() - _NEW_PET_WIRE_NAMES.keys())
+    if unknown:
+        raise ValueError(f"NewPet has no member {', '.join(unknown)}")
+    body = {
+        _NEW_PET_WIRE_NAMES[member]: value for member, value in members.items() if value is not None
+    }
     return json_request(msgspec.json.encode(body), idempotency_key)
 
 

@@ -19,7 +19,7 @@ import http_sf
 import httpx
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Quota:
     """One response's quota: ``policy`` (its name, e.g. ``default``), ``remaining``
     requests (``r``) in the window, ``reset`` seconds until the window's quota is
@@ -80,12 +80,12 @@ def quota_of(response: httpx.Response) -> Quota | None:
         limit, window = policy.get("q"), policy.get("w")
         found.append(
             Quota(
-                name,
-                remaining,
-                float(reset),
-                limit if isinstance(limit, int) else None,
-                window if isinstance(window, int) else None,
-                time.monotonic(),
+                policy=name,
+                remaining=remaining,
+                reset=float(reset),
+                limit=limit if isinstance(limit, int) else None,
+                window=window if isinstance(window, int) else None,
+                received=time.monotonic(),
             )
         )
     return min(found, key=lambda quota: quota.remaining, default=None)

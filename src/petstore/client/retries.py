@@ -45,7 +45,7 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _MAYBE_SENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Retries:
     """How a client repeats a call (see the module docstring for what it repeats).
 
@@ -86,7 +86,7 @@ class Retries:
             )
         if max_retries is not None and max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
-        return cls(value, max_retries, backoff, max_sleep)
+        return cls(retry_for=value, max_retries=max_retries, backoff=backoff, max_sleep=max_sleep)
 
     def wait(
         self, attempt: int, outcome: httpx.Response | httpx.TransportError, *, elapsed: float

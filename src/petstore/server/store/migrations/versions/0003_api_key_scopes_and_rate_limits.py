@@ -9,6 +9,12 @@ keep every existing key as it was: ``scopes`` defaults to both scopes, so keys m
 before, and keys the previous release still makes while it serves beside this one,
 can list and create; ``rate_limit`` is NULL, the service-wide
 ``PETSTORE_RATE_LIMIT``. The previous release ignores both columns.
+
+The downgrade drops the columns with ``ALTER TABLE ... DROP COLUMN`` on both
+databases (SQLite has it since 3.35; the store needs 3.38 for ``->>``), never with
+Alembic's batch mode: on SQLite that copies the table into a new one made from what
+it reflects, which lacks ``AUTOINCREMENT`` (migration 0001's: ids never reused) and any trigger
+on the table (migration 0005's on ``pets``), both lost without a word.
 """
 
 from __future__ import annotations
@@ -31,6 +37,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("api_keys") as batch:
-        batch.drop_column("rate_limit")
-        batch.drop_column("scopes")
+    op.drop_column("api_keys", "rate_limit")
+    op.drop_column("api_keys", "scopes")
