@@ -5,23 +5,22 @@ in one run (issue 59, "What it may cost").
 
     python -m bench.postgres_tls [--rounds 5] [--duration 8] [--scenarios S3,S4] [--together]
 
-Both sides reach one PostgreSQL server made for the run (``initdb``, PostgreSQL's
-own settings, durability on) over TCP on 127.0.0.1, the same seeded database with
-the same key: only TLS differs. The server has ``ssl=on`` with a certificate of
-127.0.0.1 signed by a CA of the run's own (deploy/tls/make-certificates, as the
-deployment's), which the TLS side verifies (``sslrootcert``). Each round starts both
-services anew, with one cursor secret (S5's cursors verify on both), and loads each
-scenario on both, each side first in every other round, every measured run after a
-warm-up of its own: one side after the other, or with ``--together`` both at once
-by two wrk processes, as ``make compare`` loads two versions, so that other work on
-the machine slows both sides alike and their quotient is that of their CPU time a
-request on the shared core. The services are pinned to core 0 and wrk to core 1, PostgreSQL
-unpinned, as ``make bench`` runs them. Besides requests a second, the CPU time a
-request (user plus system, from psutil) of the service's processes and of the
+Both sides reach one PostgreSQL server made for the run (``bench.postgres_server``:
+``initdb``, PostgreSQL's own settings, durability on, ``ssl=on`` with a certificate
+of 127.0.0.1 from a CA of the run's own, which the TLS side verifies) over TCP on
+127.0.0.1, the same seeded database with the same key: only TLS differs. Each round
+starts both services anew, with one cursor secret (S5's cursors verify on both), and
+loads each scenario on both, each side first in every other round, every measured run
+after a warm-up of its own: one side after the other, or with ``--together`` both at
+once by two wrk processes, as ``make compare`` loads two versions, so that other work
+on the machine slows both sides alike and their quotient is that of their CPU time a
+request on the shared core. The services are pinned to core 0 and wrk to core 1,
+PostgreSQL unpinned, as ``make bench`` runs them. Besides requests a second, the CPU
+time a request (user plus system, from psutil) of the service's processes and of the
 PostgreSQL backends of its connections says what TLS costs where, and moves less than
-requests a second when other work shares the cores. After each round
-``pg_stat_ssl`` must show every connection of the TLS side encrypted and none of the
-plain side's. One line per run goes to stderr; the Markdown report to stdout.
+requests a second when other work shares the cores. After each round ``pg_stat_ssl``
+must show every connection of the TLS side encrypted and none of the plain side's.
+One line per run goes to stderr; the Markdown report to stdout.
 """
 
 from __future__ import annotations
@@ -31,42 +30,25 @@ import itertools
 import os
 import secrets
 import shlex
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import psutil
 import psycopg
 from psycopg.rows import TupleRow
 
-from bench import capture, compare, report, seed, servers, wrk
+from bench import capture, compare, postgres_server, report, seed, servers, wrk
+from bench.postgres_server import NAMES, SIDES
 from bench.run import select_scenarios, stop_on_sigterm
-from testbed.certificates import Certificates
-from testbed.processes import (
-    child_pids,
-    free_port,
-    give_to_postgres,
-    postgres_user,
-    program,
-    start,
-)
+from testbed.processes import child_pids
 
-#: The name libpq verifies (the URL's host) and the certificate's.
-HOST = "127.0.0.1"
-#: Each side's connection options (``{ca}``: the CA's certificate).
-SIDES = {"TLS": "sslmode=verify-full&sslrootcert={ca}", "plain": "sslmode=disable"}
-#: Each side's ``application_name``, which tells its connections apart in
-#: ``pg_stat_activity``.
-NAMES = {"TLS": "bench-tls", "plain": "bench-plain"}
 #: The largest cost the issue allows: TLS/plain req/s at least this on every scenario.
 WITHIN = 0.95
 
@@ -91,86 +73,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.pets < 200 or args.rounds < 1 or args.duration < 1:
         parser.error("need --pets >= 200, --rounds >= 1, --duration >= 1")
     return args
-
-
-@contextmanager
-def postgres_with_tls() -> Iterator[tuple[str, Certificates]]:
-    """A new PostgreSQL cluster in a new temporary folder, on a free port of
-    127.0.0.1, ``ssl=on`` with a certificate of :data:`HOST` signed by a new CA, plain
-    connections allowed too (initdb's ``trust`` for 127.0.0.1); yields the URL of its
-    ``postgres`` database and the certificates (``.ca`` for ``sslrootcert``). Stopped
-    (fast shutdown) and removed when the block ends. Raises ServerUnavailableError
-    when the certificates or the server cannot be made, CalledProcessError when
-    initdb fails."""
-    user, port = postgres_user(), free_port()
-    root = Path(tempfile.mkdtemp(prefix="petstore-pgtls-"))
-    try:
-        give_to_postgres(root)  # PostgreSQL runs as its own user when we are root
-        certificates = Certificates(root / "certificates")
-        certificates.make(HOST)
-        certificates.give_to_postgres()
-        data = root / "data"
-        subprocess.run(
-            [program("initdb", package="postgresql"), "-D", str(data), "-U", "postgres",
-             "-A", "trust", "-E", "UTF8"],
-            user=user, capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        settings = {
-            "listen_addresses": HOST, "port": port, "unix_socket_directories": root,
-            "ssl": "on", "ssl_cert_file": certificates.certificate(HOST),
-            "ssl_key_file": certificates.key(HOST),
-        }  # fmt: skip
-        options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
-        url = f"postgresql://postgres@{HOST}:{port}/postgres"
-        daemon = start(
-            [program("postgres", package="postgresql"), "-D", str(data), *options],
-            ready=partial(_accepts, url), what="PostgreSQL", log=root / "postgres.log",
-            user=user,
-        )  # fmt: skip
-        try:
-            yield url, certificates
-        finally:
-            daemon.stop(grace=10, signum=signal.SIGINT)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _accepts(url: str) -> bool:
-    try:
-        psycopg.connect(url, connect_timeout=2).close()
-    except psycopg.OperationalError:
-        return False
-    return True
-
-
-def side_url(database_url: str, side: str, *, ca: Path) -> str:
-    """``database_url`` (no query of its own) as ``side`` (a key of :data:`SIDES`)
-    connects to it."""
-    return f"{database_url}?{SIDES[side].format(ca=ca)}&application_name={NAMES[side]}"
-
-
-def encryption(database_url: str) -> dict[str, set[str | None]]:
-    """By side, what ``pg_stat_ssl`` shows of that side's open connections to the
-    database of ``database_url``: the TLS version and cipher, or None for a plain one."""
-    by_name = {name: side for side, name in NAMES.items()}
-    seen: dict[str, set[str | None]] = {side: set() for side in SIDES}
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        rows = connection.execute(
-            "SELECT a.application_name, s.ssl, s.version, s.cipher FROM pg_stat_activity a"
-            " JOIN pg_stat_ssl s USING (pid) WHERE a.datname = current_database()"
-        ).fetchall()
-    for name, ssl, tls_version, cipher in rows:
-        if name in by_name:
-            seen[by_name[name]].add(f"{tls_version} {cipher}" if ssl else None)
-    return seen
-
-
-def check_encryption(seen: dict[str, set[str | None]]) -> str:
-    """The TLS version and cipher of the TLS side; raises RuntimeError unless each
-    side has connections, all of the TLS side's encrypted and none of the plain's."""
-    if not seen["TLS"] or None in seen["TLS"] or seen["plain"] != {None}:
-        raise RuntimeError(f"connections not as the sides say (None: plain): {seen}")
-    return ", ".join(sorted(str(each) for each in seen["TLS"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,12 +153,14 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     loads = [os.getloadavg()]
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="petstore-pgtls-")))
-        admin_url, certificates = stack.enter_context(postgres_with_tls())
+        admin_url, certificates = stack.enter_context(postgres_server.running())
         database_url = stack.enter_context(seed.postgres_database(admin_url, pets=args.pets))
         monitor = stack.enter_context(psycopg.connect(database_url, autocommit=True))
         key, secret = seed.create_key(database_url), secrets.token_urlsafe(36)
         env = {"BENCH_KEY": key, "BENCH_PETS": str(args.pets)}
-        urls = {side: side_url(database_url, side, ca=certificates.ca) for side in SIDES}
+        urls = {
+            side: postgres_server.side_url(database_url, side, ca=certificates.ca) for side in SIDES
+        }
         negotiated = ""
         for number in range(1, args.rounds + 1):
             order = list(SIDES) if number % 2 else list(reversed(SIDES))
@@ -284,7 +188,9 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
                               f"non-2xx {got.non_2xx + got.socket_errors}, CPU a request: "
                               f"service {run.service_us:.0f} us, PostgreSQL "
                               f"{run.postgres_us:.0f} us", file=sys.stderr)  # fmt: skip
-                negotiated = check_encryption(encryption(database_url))
+                negotiated = postgres_server.check_encryption(
+                    postgres_server.encryption(database_url)
+                )
             loads.append(os.getloadavg())
         row = monitor.execute("SHOW server_version").fetchone()
     database = f"PostgreSQL {row[0] if row else '?'}"
