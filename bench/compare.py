@@ -86,7 +86,7 @@ def _source(stack: ExitStack, revision: str, work: Path, name: str) -> Path:
     return tree / "src"
 
 
-def _both(
+def together(
     load: wrk.Load, urls: list[str], script: str, seconds: float, env: dict[str, str]
 ) -> list[wrk.Result]:
     """Run ``script`` against every server in ``urls`` at once; their results."""
@@ -155,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
         ]
         for scenario in args.selected:
             if lasting is not None and args.warmup > 0:
-                _both(load, [lasting[0], lasting[1]], scenario.script, args.warmup, env)
+                together(load, [lasting[0], lasting[1]], scenario.script, args.warmup, env)
             before, after = [], []
             for number in range(1, args.rounds + 1):
                 with ExitStack() as round_stack:
@@ -164,8 +164,10 @@ def _run(args: argparse.Namespace) -> int:
                         order = (0, 1) if number % 2 else (1, 0)
                         urls = serve(round_stack, order)
                         if args.warmup > 0:
-                            _both(load, [urls[s] for s in order], scenario.script, args.warmup, env)
-                    measured = _both(
+                            together(
+                                load, [urls[s] for s in order], scenario.script, args.warmup, env
+                            )
+                    measured = together(
                         load, [urls[s] for s in order], scenario.script, args.duration, env
                     )
                 results = dict(zip(order, measured, strict=True))

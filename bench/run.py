@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _stop_on_sigterm() -> None:
+def stop_on_sigterm() -> None:
     """Turn SIGTERM into SystemExit, so the finally blocks stop the servers."""
 
     def leave(signum: int, frame: FrameType | None) -> None:
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     0 done, 1 a step failed, 2 bad flags, 130 interrupted."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    _stop_on_sigterm()
+    stop_on_sigterm()
     try:
         return _run(args, argv)
     except KeyboardInterrupt:
