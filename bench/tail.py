@@ -73,7 +73,9 @@ class Events:
                     if mine:
                         line += f"; gen{generation} {len(mine)} max {max(mine):.1f} ms"
             elif kind == "write":
-                line += f"; WAL up to {max(ns):,} KiB"
+                line += f"; WAL up to {max(ns):,} pages"
+            elif kind == "checkpoint":
+                line += f"; pages copied a checkpoint: mean {statistics.mean(ns):,.0f}"
             elif kind == "batch":
                 line += f"; creates a batch: mean {statistics.mean(ns):.1f}, max {max(ns)}"
             elif kind == "log":
@@ -95,17 +97,39 @@ class Events:
         ]
 
 
-def waited(pid: int) -> float:
-    """Seconds the threads of ``pid`` have spent runnable but not running, waiting for a
-    core (``/proc/<pid>/task/*/schedstat``, its second field, in ns): on a busy machine,
-    what other processes took from the worker."""
-    total = 0
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+def waited(pid: int) -> dict[str, tuple[float, int]]:
+    """By thread: the event loop (the main thread), then by name (``tokio-rt-worker``:
+    granian's; ``python``: our other threads, the SQLite writer's and the log's): seconds
+    the threads of ``pid`` have spent runnable but not running, waiting for a core, and
+    the times they were put on one (``/proc/<pid>/task/*/schedstat``, its second and
+    third fields): on a busy machine, what other processes took from the worker, and
+    how long each hand-over between its threads waited."""
+    found: dict[str, tuple[float, int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int(stat.read_text().split()[1])
-        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+            name = "event loop" if task.name == str(pid) else (task / "comm").read_text().strip()
+            _, wait_ns, slices = (task / "schedstat").read_text().split()[:3]
+        except (OSError, ValueError):  # a thread that ended meanwhile
             continue
-    return total / 1e9
+        seconds, count = found.get(name, (0.0, 0))
+        found[name] = (seconds + int(wait_ns) / 1e9, count + int(slices))
+    return found
+
+
+def waits_line(
+    before: dict[str, tuple[float, int]], after: dict[str, tuple[float, int]], *, seconds: float
+) -> str:
+    """Each thread's wait for a core over a run: ms a second, and the mean wait each
+    time it was put on a core."""
+    cells = []
+    for name, (waited_s, slices) in sorted(after.items()):
+        old_s, old_slices = before.get(name, (0.0, 0))
+        if slices - old_slices:
+            cells.append(
+                f"{name} {(waited_s - old_s) / seconds * 1e3:,.0f} ms/s, "
+                f"{(waited_s - old_s) / (slices - old_slices) * 1e3:.2f} ms a time"
+            )
+    return "; ".join(cells)
 
 
 def latency_line(
@@ -175,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     print(header)
                     print("|---|" + "---:|" * (len(PERCENTILES) + 2))
+                    waits: list[str] = []
                     for name, server in (("baseline", stage.baseline), ("service", stage.service)):
                         if args.warmup > 0:
                             wrk.run(
@@ -194,8 +219,13 @@ def main(argv: list[str] | None = None) -> int:
                             seconds=args.duration,
                             env=stage.env,
                         )
-                        per_second = (waited(worker) - before) / (time.perf_counter() - since)
-                        print(latency_line(name, result, extras, waited_ms=per_second * 1e3))
+                        after, elapsed = waited(worker), time.perf_counter() - since
+                        total = sum(w for w, _ in after.values()) - sum(
+                            w for w, _ in before.values()
+                        )
+                        print(latency_line(name, result, extras, waited_ms=total / elapsed * 1e3))
+                        waits.append(f"- {name}: {waits_line(before, after, seconds=elapsed)}")
+                    print("\nEach thread's wait for a core:\n\n" + "\n".join(waits))
                     events = Events.read(Path(folder), since=since)
                     print("\nInside the service during its run:\n")
                     print("\n".join(f"- {line}" for line in events.summary()))

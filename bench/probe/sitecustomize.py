@@ -8,7 +8,9 @@ process it then records, one line ``<kind> <monotonic s> <ms> [<n>]`` each, to
 
 - ``gc``: every garbage collection (``gc.callbacks``), ``n`` its generation;
 - ``write``: every job of the SQLite writer thread (a commit: its SQL, its fsyncs and
-  any WAL checkpoint it ran), ``n`` the WAL file's size in KiB after it;
+  any WAL checkpoint it ran), ``n`` the frames (pages) in the WAL after it;
+- ``checkpoint``: a job of the writer thread during which a checkpoint copied WAL
+  frames into the database (the WAL-index's ``nBackfill`` grew), ``n`` the frames;
 - ``batch``: every group commit, from its start to its callers' answers, ``n`` its
   creates;
 - ``lag``: the event loop late by more than 2 ms for a 1 ms sleep;
@@ -34,6 +36,7 @@ _FILE = os.environ.get("PETSTORE_BENCH_PROBE")
 def _install(file: str) -> None:
     import asyncio
     import gc
+    import sys
     import threading
     import time
     from pathlib import Path
@@ -74,16 +77,32 @@ def _install(file: str) -> None:
     writer = sqlite_connections.Writer
     submit, start = writer.submit, writer.start
 
-    def probed_submit(self, job):  # type: ignore[no-untyped-def]
-        wal = Path(f"{self._path}-wal")
+    def wal_index(path: Path) -> tuple[int, int]:
+        # The WAL-index (the -shm file): mxFrame, the frames in the WAL (bytes 16-19 of
+        # its header), and nBackfill, the frames a checkpoint has copied into the
+        # database (bytes 96-99), in the machine's byte order.
+        try:
+            with open(f"{path}-shm", "rb") as shm:
+                head = shm.read(100)
+        except OSError:
+            return 0, 0
+        return (
+            int.from_bytes(head[16:20], sys.byteorder),
+            int.from_bytes(head[96:100], sys.byteorder),
+        )
 
+    def probed_submit(self, job):  # type: ignore[no-untyped-def]
         def timed(conn):  # type: ignore[no-untyped-def]
+            _, copied = wal_index(self._path)
             began = time.perf_counter()
             try:
                 return job(conn)
             finally:
-                size = wal.stat().st_size // 1024 if wal.exists() else 0
-                record("write", began, time.perf_counter() - began, size)
+                spent = time.perf_counter() - began
+                frames, copied_after = wal_index(self._path)
+                record("write", began, spent, frames)
+                if copied_after > copied:
+                    record("checkpoint", began, spent, copied_after - copied)
 
         return submit(self, timed)
 
