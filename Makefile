@@ -207,6 +207,16 @@ bench: $(STAMP)
 compare: $(STAMP)
 	$(BIN)/python -m bench.compare $(ARGS)
 
+## profile: where a request's CPU time goes, step by step, in the service and in the baseline under the load of make bench (py-spy): flame graphs into bench/results/profile/ and the table on stdout (make profile ARGS="--scenarios S3 --backend postgres")
+.PHONY: profile
+profile: $(STAMP)
+	$(BIN)/python -m bench.profile $(ARGS)
+
+## tail: the latency distribution of durable creates (S4, 64 connections) with what the worker did meanwhile: collections, commits, batches, event-loop lateness, log writes (make tail ARGS="--variants shipped,no-autocheckpoint --repeat 3")
+.PHONY: tail
+tail: $(STAMP)
+	$(BIN)/python -m bench.tail $(ARGS)
+
 ## soak: a mixed load against one instance, 5 min by default (make soak ARGS="--duration 60")
 .PHONY: soak
 soak: $(STAMP)

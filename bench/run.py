@@ -130,9 +130,12 @@ class Stage:
     env: dict[str, str]
 
 
-def set_up(stack: ExitStack, args: argparse.Namespace) -> Stage:
-    """Seed the database, start the service, capture its answers (and S5's deep
-    pages), start the baseline; every step is undone when ``stack`` closes."""
+def set_up(
+    stack: ExitStack, args: argparse.Namespace, *, service_env: dict[str, str] | None = None
+) -> Stage:
+    """Seed the database, start the service (``service_env`` added to its environment),
+    capture its answers (and S5's deep pages), start the baseline; every step is undone
+    when ``stack`` closes."""
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="petstore-bench-")))
     database_url = stack.enter_context(
         seed.database(args.backend, pets=args.pets, postgres_url=args.postgres_url)
@@ -141,6 +144,7 @@ def set_up(stack: ExitStack, args: argparse.Namespace) -> Stage:
     service = servers.service(
         database_url=database_url, cpu=args.server_cpu, log=work / "service.log"
     )
+    service.env.update(service_env or {})
     stack.enter_context(servers.running(service))
     client = capture.Client(service.port, key)
     stack.callback(client.close)

@@ -72,6 +72,11 @@ function done(summary, latency, requests)
    io.write(string.format("bench duration_us %d\n", summary.duration))
    io.write(string.format("bench p50_us %.1f\n", latency:percentile(50)))
    io.write(string.format("bench p99_us %.1f\n", latency:percentile(99)))
+   -- The latency distribution (bench.tail), beside the two figures the report reads.
+   for _, p in ipairs({ 75, 90, 95, 99.9, 99.99 }) do
+      io.write(string.format("bench p%s_us %.1f\n", p, latency:percentile(p)))
+   end
+   io.write(string.format("bench max_us %.1f\n", latency.max))
    io.write(string.format("bench non2xx %d\n", bad))
    io.write(string.format("bench socket_errors %d\n",
       errors.connect + errors.read + errors.write + errors.timeout))

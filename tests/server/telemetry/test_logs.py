@@ -281,6 +281,53 @@ def test_a_close_under_the_handlers_lock_is_not_held_up_by_the_flush_thread() ->
     assert not closer.is_alive(), "the close waits for the flush thread, which waits for it"
 
 
+class StalledStream:
+    """A binary stream whose writes wait until :attr:`go` is set, as a write to a file
+    waits behind another file's fsync on a busy disk."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.go.wait()
+        self.data += data
+        return len(data)
+
+    def flush(self) -> None:
+        self.go.wait()
+
+
+def test_access_lines_never_wait_for_a_stalled_stream_below_the_limit() -> None:
+    stream = StalledStream()
+    handler = logs.handler(json=True, stream=stream)  # type: ignore[arg-type]
+    access = logs.AccessLog(handler)
+    count = logstream.ACCESS_BATCH * 3  # three batches, far below ACCESS_WAITING_MAX
+
+    def requests() -> None:
+        for n in range(count):
+            access.access(
+                request_id=f"r{n}",
+                method="GET",
+                route="/v1/pets/{petId}",
+                path="/v1/pets/7",
+                status=200,
+                seconds=0.001,
+                api_key_id=1,
+                client=None,
+            )
+
+    loop = threading.Thread(target=requests, daemon=True)
+    loop.start()
+    loop.join(timeout=5)
+    stalled = loop.is_alive()
+    stream.go.set()
+    access.close()
+    assert not stalled, "the request's path waited for the stream"
+    lines = [json.loads(line) for line in stream.data.decode().splitlines()]
+    assert [line["request_id"] for line in lines] == [f"r{n}" for n in range(count)]
+
+
 def test_configure_patches_nothing_of_the_standard_library(
     configure: Callable[[bool], None],
 ) -> None:

@@ -1,5 +1,6 @@
 """The stderr handler of the ``petstore`` loggers: lines through a buffer, access
-lines in batches, and the thread that flushes them, stopped by :meth:`close`.
+lines in batches encoded and written by a thread of its own, which also flushes the
+buffer, stopped by :meth:`close`.
 
 What a line looks like is :mod:`petstore.server.telemetry.logformat`'s business (its
 formatters); this module only decides when bytes reach file descriptor 2 (or the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Any, BinaryIO, Protocol
 
@@ -17,6 +19,11 @@ from typing import Any, BinaryIO, Protocol
 ACCESS_BATCH = 256
 #: Seconds between flushes of the buffer by the flush thread.
 FLUSH_SECONDS = 0.5
+#: Access lines waiting at most for the flush thread; past them the event loop writes
+#: them itself, waiting for the stream as it must: a stream that stalls (a pipe nobody
+#: reads, a disk) holds the loop up rather than the lines piling up in memory
+#: (4,096 lines: about 1 MB).
+ACCESS_WAITING_MAX = 16 * ACCESS_BATCH
 
 
 class AccessFormatter(Protocol):
@@ -40,7 +47,12 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
     getPet. The formatter (``format_access``) encodes them in batches, when
     :data:`ACCESS_BATCH` are waiting, at every flush, and before any other record, so
     lines keep their order: a batch in one go costs a request less than each line as
-    it comes (docs/performance.md has the figures).
+    it comes (docs/performance.md has the figures). The flush thread encodes and
+    writes a batch, woken by the access line that completes it, so the event loop
+    never waits for the stream, nor for the lock the thread holds while it writes
+    (under S4, a batch written to a log file on the database's disk once took 72 ms,
+    every request of the loop held meanwhile: ``make tail``, docs/performance.md).
+    The loop writes itself only when :data:`ACCESS_WAITING_MAX` lines are waiting.
     """
 
     def __init__(self, formatter: AccessFormatter, *, stream: BinaryIO | None = None) -> None:
@@ -54,6 +66,7 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
         self._access: deque[Any] = deque()
         self._batch = ACCESS_BATCH
         self._stopping = threading.Event()
+        self._batch_waiting = threading.Event()
         self._flusher = threading.Thread(target=self._flush_often, name="log-flush", daemon=True)
         self._flusher.start()
 
@@ -61,10 +74,19 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
         # Never waits for the lock unbounded: logging.shutdown (at exit, and in the
         # dictConfig of Granian's start) calls close() with the lock held, and close()
         # waits for this thread. A flush that cannot have the lock is left to the next.
-        while not self._stopping.wait(FLUSH_SECONDS):
+        flushed = time.monotonic()
+        while not self._stopping.is_set():
+            self._batch_waiting.wait(FLUSH_SECONDS)
+            self._batch_waiting.clear()
+            if self._stopping.is_set():
+                return
             if self.lock.acquire(timeout=FLUSH_SECONDS):  # type: ignore[union-attr]
                 try:
-                    self.flush()
+                    if time.monotonic() - flushed >= FLUSH_SECONDS:
+                        self.flush()
+                        flushed = time.monotonic()
+                    else:
+                        self._write_access()  # into the buffer; written out when full
                 finally:
                     self.lock.release()  # type: ignore[union-attr]
 
@@ -80,6 +102,7 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
         Called with the handler's lock held, as ``logging.shutdown`` does, it waits
         at most :data:`FLUSH_SECONDS` for the thread."""
         self._stopping.set()
+        self._batch_waiting.set()
         if self._flusher.is_alive() and self._flusher is not threading.current_thread():
             self._flusher.join()
         self._batch = 1
@@ -99,14 +122,18 @@ class BufferedStderr(logging.StreamHandler):  # type: ignore[type-arg]
             self.handleError(record)
 
     def access(self, fields: tuple[Any, ...]) -> None:
-        """Queue one access line's fields (see ``logformat.AccessFields``)."""
-        self._access.append(fields)
-        if len(self._access) >= self._batch:
+        """Queue one access line's fields (see ``logformat.AccessFields``); wake the
+        flush thread when a batch is complete."""
+        access = self._access
+        access.append(fields)
+        if len(access) >= self._batch:
             if self._stopping.is_set():
                 self.flush()
-            else:
+            elif len(access) >= ACCESS_WAITING_MAX:
                 with self.lock:  # type: ignore[union-attr]
                     self._write_access()
+            elif not self._batch_waiting.is_set():
+                self._batch_waiting.set()
 
     def _write_access(self) -> None:
         # Called with the lock held.
