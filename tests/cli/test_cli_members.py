@@ -12,9 +12,10 @@ from pathlib import Path
 import click
 import msgspec
 
+from petstore.cli.csv_records import HEADER
 from petstore.cli.main import main
 from petstore.cli.pets import pet_rows, pets_add
-from petstore.cli.records import HEADER, read_records
+from petstore.cli.records import read_records
 from petstore.schemas import NewPet, Pet
 from tests.cli import client_runner
 from tests.conftest import LiveServer

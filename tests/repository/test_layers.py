@@ -36,6 +36,7 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
         "petstore.cli",
         "petstore.cli.pets",
         "petstore.cli.records",
+        "petstore.cli.csv_records",
         "petstore.cli.importer",
         "petstore.cli.connection",
         "petstore.cli.tables",

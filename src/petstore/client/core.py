@@ -209,12 +209,9 @@ def create_request(
     is given. Validation of the values is left to the service (one source of the
     rules). Raises ValueError for a name NewPet lacks and for a bad key (see
     :func:`json_request`)."""
-    unknown = sorted(members.keys() - _NEW_PET_WIRE_NAMES.keys())
-    if unknown:
+    if unknown := sorted(members.keys() - _NEW_PET_WIRE_NAMES.keys()):
         raise ValueError(f"NewPet has no member {', '.join(unknown)}")
-    body = {
-        _NEW_PET_WIRE_NAMES[member]: value for member, value in members.items() if value is not None
-    }
+    body = {_NEW_PET_WIRE_NAMES[name]: v for name, v in members.items() if v is not None}
     return json_request(msgspec.json.encode(body), idempotency_key)
 
 
