@@ -118,7 +118,9 @@ class RateLimiter:
         reset = max(0, math.ceil(reset_at - self._epoch()))
         limit = window.limit
         return Quota(
-            limit - count if count < limit else 0, reset, None if count <= limit else reset
+            remaining=limit - count if count < limit else 0,
+            reset=reset,
+            retry_after=None if count <= limit else reset,
         )
 
     async def _count(self, windows: list[_Window]) -> list[tuple[int, float] | None]:
