@@ -26,22 +26,22 @@ for at most :data:`.changes.KEPT_SECONDS` (5 s) on any instance.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString, NamedTuple
 
 from petstore.server.clock import Monotonic, monotonic
 from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyRepository, ApiKeyStatements
 from petstore.server.store.changes import PetChanges
-from petstore.server.store.driver import Database, transaction
+from petstore.server.store.driver import Database, transactions
 from petstore.server.store.idempotency_records import (
     IdempotencyRecord,
     IdempotencyRecordRepository,
     IdempotencyStatements,
 )
 from petstore.server.store.pets import PetRepository, PetStatements
-from petstore.server.store.unit_of_work import UnitOfWork, keeping_animals
+from petstore.server.store.unit_of_work import Transactions, UnitOfWork
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -107,10 +107,9 @@ class Store:
         self.idempotency_records = IdempotencyRecordRepository(
             database, sql=dialect.idempotency_records, to_db=dialect.to_db
         )
-        self._keeping_animals = keeping_animals(dialect)
+        self._transactions = Transactions(transactions(database), dialect, changes=self.changes)
 
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[UnitOfWork]:
+    def transaction(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """``async with store.transaction() as tx:``: the repositories bound to one
         transaction (:class:`UnitOfWork`), whose writes are committed together,
         durable, once the block ends, or rolled back when it raises (what it raised
@@ -118,14 +117,7 @@ class Store:
         moves (:meth:`PetChanges.changed`) if a statement that may change stored
         animals ran (:mod:`.unit_of_work`): no answer kept before is given again.
         Raises ``errors.Unavailable`` when the database cannot be used now."""
-        work: UnitOfWork | None = None
-        try:
-            async with transaction(self.database) as tx:
-                work = UnitOfWork(tx, self._dialect, keeping=self._keeping_animals)
-                yield work
-        finally:
-            if work is not None and work.changes_animals:
-                self.changes.changed()
+        return self._transactions()
 
     async def open(self) -> None:
         """Connect, then check the schema is current.

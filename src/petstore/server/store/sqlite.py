@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import LiteralString, TypeVar
@@ -215,15 +216,23 @@ class SQLiteDatabase:
         return await self._writer.submit(job)
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        """``BEGIN IMMEDIATE`` and ``COMMIT`` on the writer thread, ``work``'s
-        statements on the loop in between (no fsync there, and no lock to wait for)."""
+        """``work``'s statements in one :meth:`transaction`."""
+        async with self.transaction() as tx:
+            return await work(tx)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """``async with database.transaction() as tx:`` (``driver.TransactionBlocks``):
+        ``BEGIN IMMEDIATE`` and ``COMMIT`` on the writer thread, the block's statements
+        on the loop in between (no fsync there, and no lock to wait for); rolled back
+        when the block raises."""
         async with self._lock:
             try:
                 await self._writer.submit(_begin)
                 conn = self._writer.connection
                 if conn is None:
                     not_open()
-                result = await work(_Transaction(conn))
+                yield _Transaction(conn)
                 await self._writer.submit(_commit)
             except BaseException:
                 # Queued behind a BEGIN or COMMIT still running if this was cancelled
@@ -231,7 +240,6 @@ class SQLiteDatabase:
                 with contextlib.suppress(Exception):
                     self._writer.submit(_rollback)
                 raise
-            return result
 
     def stats(self) -> dict[str, int]:
         """One reader on the loop and one writer thread."""

@@ -5,7 +5,7 @@ animals becomes visible to answers kept in memory (:mod:`.changes`).
 
 A transaction moves the store's change signal once it has ended, committed or rolled
 back (a commit whose outcome is unknown may have happened), unless each of its
-statements was one that :data:`keeping_animals` lists: adding an animal, whose id is
+statements was one that :func:`keeping_animals` lists: adding an animal, whose id is
 drawn above every committed one (D5, D9), and an idempotency record's (D16). The
 signal watches the statements, not the methods, so a write method added to a
 repository of the unit of work moves it with no edit here, and an add cannot stand
@@ -14,8 +14,12 @@ in for a change by mistake.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, LiteralString
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, LiteralString
 
+from petstore.server.store.changes import PetChanges
 from petstore.server.store.driver import NONE, Params, Transaction
 from petstore.server.store.idempotency_records import IdempotencyRecordsInTransaction
 from petstore.server.store.pets import PetsInTransaction
@@ -42,16 +46,21 @@ class _Watched:
         self._keeping = keeping
         self.changes_animals = False
 
-    async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
+    def fetch(
+        self, statement: LiteralString, params: Params = NONE
+    ) -> Coroutine[Any, Any, list[Row]]:
+        # The inner coroutine itself, not one more around it: a frame less a statement.
         if statement not in self._keeping:
             self.changes_animals = True
-        return await self._tx.fetch(statement, params)
+        return self._tx.fetch(statement, params)
 
 
 class UnitOfWork:
     """The repositories of one transaction ``tx`` (each write of theirs committed with
     the rest of it, or rolled back with it), in ``dialect``'s SQL; ``keeping`` is
     :func:`keeping_animals` of it. Made by ``Store.transaction`` only."""
+
+    __slots__ = ("_tx", "idempotency", "pets")
 
     def __init__(self, tx: Transaction, dialect: Dialect, *, keeping: frozenset[str]) -> None:
         self._tx = _Watched(tx, keeping)
@@ -66,3 +75,54 @@ class UnitOfWork:
     def changes_animals(self) -> bool:
         """Whether a statement that may change stored animals ran (the signal then moves)."""
         return self._tx.changes_animals
+
+
+class Transactions:
+    """What ``Store.transaction`` hands out: each call a block (``async with``) of one
+    transaction begun by ``begin`` (``driver.transactions``), whose :class:`UnitOfWork`
+    speaks ``dialect``; once the transaction has ended, either way, ``changes`` moves
+    if a statement not in ``keeping`` (:func:`keeping_animals`) ran."""
+
+    def __init__(
+        self,
+        begin: Callable[[], AbstractAsyncContextManager[Transaction]],
+        dialect: Dialect,
+        *,
+        changes: PetChanges,
+    ) -> None:
+        self._begin = begin
+        self._dialect = dialect
+        self._keeping = keeping_animals(dialect)
+        self._changes = changes
+
+    def __call__(self) -> _Block:
+        return _Block(self)
+
+
+class _Block:
+    """One ``async with store.transaction() as tx:``."""
+
+    __slots__ = ("_of", "_transaction", "_work")
+
+    def __init__(self, of: Transactions) -> None:
+        self._of = of
+        self._work: UnitOfWork | None = None
+
+    async def __aenter__(self) -> UnitOfWork:
+        of = self._of
+        self._transaction = of._begin()
+        tx = await self._transaction.__aenter__()
+        self._work = UnitOfWork(tx, of._dialect, keeping=of._keeping)
+        return self._work
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        try:
+            return await self._transaction.__aexit__(kind, exc, traceback)
+        finally:
+            if self._work is not None and self._work.changes_animals:
+                self._of._changes.changed()
