@@ -20,8 +20,8 @@ import asyncio
 import logging
 import math
 from collections import Counter
-from typing import NamedTuple
 
+import msgspec
 from limits import RateLimitItem, parse
 from lru import LRU
 
@@ -41,8 +41,9 @@ RETRY_AFTER_FAILURE_SECONDS = 1.0
 Slot = tuple[int, str | None]
 
 
-class Quota(NamedTuple):
-    """Where one request leaves its API key's window (D15)."""
+class Quota(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one request leaves its API key's window (D15); made by keyword only (its
+    members are all seconds or counts)."""
 
     #: Requests still allowed in the window, 0 or more.
     remaining: int
