@@ -1,22 +1,36 @@
 """Each speed device gives the plain store's answers (STYLE "Mend").
 
-A stateful property test (hypothesis) runs random sequences of creates (one at a
-time and many at once, with and without an Idempotency-Key), getPets, list walks,
-changes made through a store's own write path (``PetRepository.change``, the seam
-every write that changes animals uses) and changes made outside the API (an
-operator's UPDATE or DELETE in SQL) against two stores on one database: the plain
-store and a store inside the devices under test (``server.app.compose_store``, and
-``KeptPages`` around its pages), moving the injected clock by hand. Both must answer
-alike and as a model of the database does. A change through the devices' own store
-is answered at once; one made elsewhere (outside the API, or through the plain
-store, another instance as far as the devices can tell) may be answered as it was
-for up to ``KEPT_SECONDS`` after the change (docs/operations/run.md). No test sleeps.
+A stateful property test (hypothesis) runs random sequences of writes, getPets, list
+walks and changes made outside the API (an operator's UPDATE or DELETE in SQL)
+against two stores on one database: the plain store and a store inside the devices
+under test (``server.app.compose_store``, and ``KeptPages`` around its pages),
+moving the injected clock by hand. Both must answer alike and as the database does.
+
+The writes are learnt from the repositories themselves (:func:`write_methods`):
+every public coroutine of the unit of work's animals (``tx.pets``,
+``PetsInTransaction``, run in ``store.transaction()``) and of ``store.pets``, with
+arguments drawn from their type hints, so a write method added to either is run here
+with no edit of this test. What a write did is read back from the database, and an
+animal it changed must be answered as it is now at once by the store it went through:
+a write that changes animals and does not move that store's change signal fails.
+``PetsInTransaction`` holds only adds today; the test gives it two example writes
+that change animals (:data:`EXAMPLE_WRITES`: a rename and a delete, as an operation
+would be written), learnt like any other.
+
+Concurrent creates (group commit) and creates under an Idempotency-Key (the rule
+that composes ``tx.pets`` and ``tx.idempotency``) have rules of their own. A write
+through the devices' own store is answered at once; one made elsewhere (outside the
+API, or through the plain store, another instance as far as the devices can tell)
+may be answered as it was for up to ``KEPT_SECONDS`` after the change
+(docs/operations/run.md). No test sleeps.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import inspect
+import typing
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -29,12 +43,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server.app import compose_store
 from petstore.server.config import Settings
-from petstore.server.rules.idempotency import TTL, fingerprint
+from petstore.server.rules.idempotency import TTL, IdempotencyClaim, create_with_key, fingerprint
 from petstore.server.rules.kept_pages import KeptPages
 from petstore.server.rules.pagination import CursorSigner, Pages, PageSource
-from petstore.server.store import IdempotencyClaim, Store, open_store
+from petstore.server.store import PetRepository, Store, open_store
 from petstore.server.store.changes import KEPT_SECONDS
-from petstore.server.store.driver import Transaction
+from petstore.server.store.pets import PetsInTransaction
+from petstore.server.store.rows import into, select_list
 from tests.conftest import NOW, run_sql
 
 T = TypeVar("T")
@@ -49,18 +64,70 @@ DEVICE_SETS = {
 NAMES = st.sampled_from(["Rex", "Tom", "Kitty", "Rex"])
 STATUSES = st.sampled_from(list(PetStatus))
 KEYS = st.sampled_from(["k1", "k2", "k3"])
+NEW_PETS = st.builds(NewPet, name=NAMES, category_id=st.integers(1, 3), status=STATUSES)
 
-
-#: A change through a store's own write path, in each dialect: one animal renamed or
-#: deleted, by id.
+#: The example writes' statements, in each dialect: one animal renamed or deleted,
+#: by id.
+_PET = select_list(Pet)
 RENAME = {
-    "sqlite": "UPDATE pets SET name = name || '~' WHERE id = :id RETURNING id",
-    "postgres": "UPDATE pets SET name = name || '~' WHERE id = %(id)s RETURNING id",
+    "sqlite": f"UPDATE pets SET name = name || '~' WHERE id = :id RETURNING {_PET}",  # noqa: S608
+    "postgres": f"UPDATE pets SET name = name || '~' WHERE id = %(id)s RETURNING {_PET}",  # noqa: S608
 }
 DELETE = {
     "sqlite": "DELETE FROM pets WHERE id = :id RETURNING id",
     "postgres": "DELETE FROM pets WHERE id = %(id)s RETURNING id",
 }
+
+
+def example_writes(dialect: str) -> dict[str, Callable[..., Any]]:
+    """Two writes that change animals, as an operation would add them to
+    ``PetsInTransaction`` (``dialect``'s statements): ``rename`` and ``delete``."""
+
+    async def rename(self: PetsInTransaction, pet_id: int) -> Pet | None:
+        rows = await self._tx.fetch(RENAME[dialect], {"id": pet_id})
+        return into(Pet, rows[0]) if rows else None
+
+    async def delete(self: PetsInTransaction, pet_id: int) -> bool:
+        return bool(await self._tx.fetch(DELETE[dialect], {"id": pet_id}))
+
+    return {"rename": rename, "delete": delete}
+
+
+#: Where each learnt write runs: in a transaction of the unit of work, or on store.pets.
+IN_TRANSACTION, ON_THE_STORE = "tx.pets", "store.pets"
+#: store.pets's coroutines that are no operation: its lifecycle.
+LIFECYCLE = {"close"}
+
+
+def write_methods() -> list[tuple[str, str]]:
+    """Every write a caller can make to animals, as ``(where, name)``: each public
+    coroutine of ``PetsInTransaction`` and of ``PetRepository`` (reads among them:
+    one changes nothing, so running it costs only time), bar the lifecycle."""
+    return [
+        (where, name)
+        for where, kind in ((IN_TRANSACTION, PetsInTransaction), (ON_THE_STORE, PetRepository))
+        for name, method in inspect.getmembers(kind, inspect.iscoroutinefunction)
+        if not name.startswith("_") and name not in LIFECYCLE
+    ]
+
+
+def arguments(method: Callable[..., Any], ids: list[int]) -> st.SearchStrategy[dict[str, Any]]:
+    """Keyword arguments for ``method``, drawn by each parameter's type hint; an
+    ``int`` is an id of ``ids`` (the animals, one past them and 0)."""
+    hints = typing.get_type_hints(method)
+    by_hint: dict[Any, st.SearchStrategy[Any]] = {
+        NewPet: NEW_PETS,
+        Sequence[NewPet]: st.lists(NEW_PETS, min_size=1, max_size=4),
+        int: st.sampled_from(ids),
+        Sequence[int]: st.lists(st.sampled_from(ids), max_size=5),
+        PetStatus: STATUSES,
+        PetStatus | None: st.none() | STATUSES,
+        str: NAMES,
+    }
+    names = [name for name in inspect.signature(method).parameters if name != "self"]
+    return st.fixed_dictionaries(
+        {name: by_hint.get(hints[name], st.from_type(hints[name])) for name in names}
+    )
 
 
 def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
@@ -78,13 +145,13 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             # Each animal changed outside the API: (when, as it was before), in order.
             self.replaced: dict[int, list[tuple[float, Pet]]] = {}
             self.claims: dict[str, tuple[str, int]] = {}  # key -> (fingerprint, pet id)
+            self.highest = 0  # the highest id handed out in this example
             chosen = Settings(
                 database_url=url,
                 group_commit="group_commit" in devices,
                 read_grouping="read_grouping" in devices,
                 keep_answers="keep_answers" in devices,
             )
-            self.dialect = "sqlite" if url.startswith("sqlite") else "postgres"
             self.plain: Store = self.run(open_store(url))
             self.devices = compose_store(chosen, monotonic=lambda: self.now)
             self.run(self.devices.open())
@@ -112,16 +179,62 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
             changes = self.replaced.get(pet_id, [])
             return [old for when, old in changes if self.now - when < KEPT_SECONDS]
 
-        # Creates ----------------------------------------------------------------
+        # Writes -----------------------------------------------------------------
 
-        @rule(name=NAMES, status=STATUSES, through_devices=st.booleans())
-        def create(self, name: str, status: PetStatus, through_devices: bool) -> None:
+        @rule(
+            data=st.data(), method=st.sampled_from(write_methods()), through_devices=st.booleans()
+        )
+        def write(
+            self, data: st.DataObject, method: tuple[str, str], through_devices: bool
+        ) -> None:
+            """One learnt write (:func:`write_methods`) through either store, its
+            arguments drawn; what it did read back from the database. New animals lie
+            above every id handed out before (D5, D9) and are answered as created;
+            through the devices' own store, every answer is the database's at once
+            (an animal changed, and a walk); through the plain store, the devices'
+            may answer a changed animal as it was within the bound, as for a change
+            made outside the API."""
+            where, name = method
+            kind = PetsInTransaction if where == IN_TRANSACTION else PetRepository
+            kwargs = data.draw(
+                arguments(getattr(kind, name), [*sorted(self.model), self.next_id(), 0])
+            )
+            # Kept, where kept answers are on: every animal, and the pages of a walk.
+            for pet_id in self.model:
+                self.run(self.devices.pets.get(pet_id))
+            self.run(self.walked(self.pages, None, 2))
             store = self.devices if through_devices else self.plain
-            pet = self.run(store.pets.create(NewPet(name, 1, status)))
-            assert pet.id not in self.model
-            assert pet.id > max(self.model, default=0)
-            self.model[pet.id] = pet
-            assert self.run(self.devices.pets.get(pet.id)) == pet  # read your writes
+            result = self.run(self.call(store, where, name, kwargs))
+            stored = self.stored()
+            added = sorted(set(stored) - set(self.model))
+            changed = [i for i, pet in self.model.items() if stored.get(i) != pet]
+            assert all(pet_id > self.highest for pet_id in added)
+            self.highest = max([self.highest, *added])
+            answered = result if isinstance(result, list) else [result]
+            for pet in answered:
+                if isinstance(pet, Pet) and pet.id in added:
+                    assert pet == stored[pet.id]
+            if not through_devices:
+                for pet_id in changed:
+                    self.replaced.setdefault(pet_id, []).append((self.now, self.model[pet_id]))
+            self.model = stored
+            if through_devices:
+                if changed:
+                    self.replaced.clear()  # every answer kept before is dropped
+                for pet_id in [*changed, *added]:
+                    assert self.run(self.devices.pets.get(pet_id)) == stored.get(pet_id)
+                self.walk(None, 2)
+
+        async def call(self, store: Store, where: str, name: str, kwargs: dict[str, Any]) -> Any:
+            if where == ON_THE_STORE:
+                return await getattr(store.pets, name)(**kwargs)
+            async with store.transaction() as tx:
+                return await getattr(tx.pets, name)(**kwargs)
+
+        def stored(self) -> dict[int, Pet]:
+            """The animals the database holds, by id."""
+            rows = run_sql(url, f"SELECT {_PET} FROM pets ORDER BY id")  # noqa: S608
+            return {row["id"]: into(Pet, row) for row in rows}
 
         @rule(count=st.integers(2, 6), name=NAMES)
         def create_together(self, count: int, name: str) -> None:
@@ -136,66 +249,41 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
                 (n.name, n.category_id, n.status) for n in news
             ]
             assert len({p.id for p in pets}) == count
-            assert min(p.id for p in pets) > max(self.model, default=0)
+            assert min(p.id for p in pets) > self.highest
+            self.highest = max(p.id for p in pets)
             self.model.update((pet.id, pet) for pet in pets)
 
         @rule(key=KEYS, name=NAMES, through_devices=st.booleans())
         def create_with_key(self, key: str, name: str, through_devices: bool) -> None:
-            """A create under an Idempotency-Key: the first stores, a repeat through
-            either store gets the same record back and stores nothing."""
+            """A create under an Idempotency-Key (the rule, over the unit of work): the
+            first stores, a repeat through either store gets the same record back and
+            stores nothing."""
             store = self.devices if through_devices else self.plain
             new = NewPet(name, 2, PetStatus.SOLD)
-            claim = IdempotencyClaim(1, key, fingerprint(new), NOW, NOW - TTL)
-            outcome = self.run(store.pets.create_with_key(new, claim=claim))
+            claim = IdempotencyClaim(
+                api_key_id=1,
+                key=key,
+                fingerprint=fingerprint(new),
+                created_at=NOW,
+                expired_before=NOW - TTL,
+            )
+            outcome = self.run(create_with_key(store, new, claim=claim))
             if key in self.claims:
                 assert outcome.replayed
                 assert (outcome.record.fingerprint, outcome.record.pet.id) == self.claims[key]
             else:
                 assert not outcome.replayed
                 pet_id = outcome.record.pet.id
+                assert pet_id > self.highest
+                self.highest = pet_id
                 self.claims[key] = (claim.fingerprint, pet_id)
                 self.model[pet_id] = Pet(pet_id, new.name, new.category_id, new.status)
+                assert self.run(self.devices.pets.get(pet_id)) == self.model[pet_id]
             found = self.run(
                 self.plain.idempotency_records.find(1, key, created_after=NOW - timedelta(hours=1))
             )
             assert found is not None
             assert found.pet.id == self.claims[key][1]
-
-        # Changes through a store's own write path ---------------------------------
-
-        @rule(data=st.data(), delete=st.booleans(), through_devices=st.booleans())
-        def change_through_a_store(
-            self, data: st.DataObject, delete: bool, through_devices: bool
-        ) -> None:
-            """An animal changed or deleted through ``PetRepository.change``, as an
-            operation that changes animals would. Through the devices' own store, every
-            answer of that store is the new one at once; through the plain store, the
-            devices' store may answer as it was within the bound, as for a change made
-            outside the API."""
-            if not self.model:
-                return
-            pet_id = data.draw(st.sampled_from(sorted(self.model)))
-            # Kept, where kept answers are on: the animal, and the pages of a walk.
-            self.run(self.devices.pets.get(pet_id))
-            self.run(self.walked(self.pages, None, 2))
-            store = self.devices if through_devices else self.plain
-            statement = (DELETE if delete else RENAME)[self.dialect]
-
-            async def work(tx: Transaction) -> None:
-                assert await tx.fetch(statement, {"id": pet_id}) == [{"id": pet_id}]
-
-            if not through_devices:
-                self.replaced.setdefault(pet_id, []).append((self.now, self.model[pet_id]))
-            self.run(store.pets.change(work))
-            if delete:
-                del self.model[pet_id]
-            else:
-                old = self.model[pet_id]
-                self.model[pet_id] = Pet(pet_id, old.name + "~", old.category_id, old.status)
-            if through_devices:
-                self.replaced.clear()  # every answer kept before is dropped
-                assert self.run(self.devices.pets.get(pet_id)) == self.model.get(pet_id)
-                self.walk(None, 2)
 
         # Changes made outside the API, and time ------------------------------------
 
@@ -265,7 +353,7 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
 
         def next_id(self) -> int:
             """An id above every id the database has handed out in this example."""
-            return max({*self.model, *self.replaced}, default=0) + 1
+            return self.highest + 1
 
         @rule(status=st.none() | STATUSES, limit=st.integers(1, 4))
         def walk(self, status: PetStatus | None, limit: int) -> None:
@@ -297,7 +385,12 @@ def machine(url: str, devices: set[str]) -> type[RuleBasedStateMachine]:
 
 
 @pytest.mark.parametrize("devices", DEVICE_SETS)
-def test_each_speed_device_answers_as_the_plain_store(database_url: str, devices: str) -> None:
+def test_each_speed_device_answers_as_the_plain_store(
+    database_url: str, devices: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dialect = "sqlite" if database_url.startswith("sqlite") else "postgres"
+    for name, method in example_writes(dialect).items():
+        monkeypatch.setattr(PetsInTransaction, name, method, raising=False)
     run_state_machine_as_test(
         machine(database_url, DEVICE_SETS[devices]),
         settings=settings(

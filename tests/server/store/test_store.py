@@ -17,8 +17,8 @@ import pytest
 
 from petstore.schemas import NewPet, PetStatus
 from petstore.server import config, errors
+from petstore.server.rules.idempotency import IdempotencyClaim, create_with_key
 from petstore.server.store import (
-    IdempotencyClaim,
     SchemaOutOfDateError,
     Store,
     create_store,
@@ -111,15 +111,28 @@ def test_close_is_safe_without_open_and_twice(database_url: str) -> None:
 
 async def assert_every_call_is_unavailable(store: Store) -> None:
     pet = NewPet(name="Rex", category_id=1, status=PetStatus.AVAILABLE)
-    claim = IdempotencyClaim(1, "k", "fp", NOW, NOW - timedelta(days=1))
+    claim = IdempotencyClaim(
+        api_key_id=1,
+        key="k",
+        fingerprint="fp",
+        created_at=NOW,
+        expired_before=NOW - timedelta(days=1),
+    )
+
+    async def in_a_transaction() -> None:
+        async with store.transaction() as tx:
+            await tx.pets.create(pet)
+
     calls = [
         store.pets.get(1),
         store.pets.list_page(status=None, after_id=0, limit=10),
         store.pets.get_many([1]),
         store.pets.create(pet),
         store.pets.create_many([pet]),
-        store.pets.create_with_key(pet, claim=claim),
+        in_a_transaction(),
+        create_with_key(store, pet, claim=claim),
         store.idempotency_records.find(1, "k", created_after=NOW),
+        store.idempotency_records.get(1, "k"),
         store.idempotency_records.purge(created_before=NOW),
         store.api_keys.create(
             name="k",
@@ -213,9 +226,15 @@ def test_purge_deletes_the_records_created_before_and_counts_them(database_url: 
         try:
             for i, age in enumerate((3, 2, 0)):
                 created_at = NOW - timedelta(days=age)
-                claim = IdempotencyClaim(1, f"k{i}", "fp", created_at, created_at)
+                claim = IdempotencyClaim(
+                    api_key_id=1,
+                    key=f"k{i}",
+                    fingerprint="fp",
+                    created_at=created_at,
+                    expired_before=created_at,
+                )
                 new = NewPet(name=f"p{i}", category_id=1, status=PetStatus.AVAILABLE)
-                await store.pets.create_with_key(new, claim=claim)
+                await create_with_key(store, new, claim=claim)
             cutoff = NOW - timedelta(days=1)
             return (
                 await store.idempotency_records.purge(created_before=cutoff),
@@ -226,3 +245,65 @@ def test_purge_deletes_the_records_created_before_and_counts_them(database_url: 
             await store.close()
 
     assert asyncio.run(main()) == (2, 0, 1)
+
+
+def test_a_transaction_commits_its_block_and_rolls_back_one_that_raises(database_url: str) -> None:
+    """The unit of work: a block's writes are stored once it ends; a block that
+    raises stores nothing, and what it raised is raised again."""
+    new = NewPet(name="Rex", category_id=1, status=PetStatus.AVAILABLE)
+
+    async def main() -> list[object]:
+        store = await open_store(database_url)
+        try:
+            async with store.transaction() as tx:
+                kept = await tx.pets.create(new)
+            dropped: list[int] = []
+
+            async def raising() -> None:
+                async with store.transaction() as tx:
+                    dropped.append((await tx.pets.create(new)).id)
+                    raise LookupError("the block's own")
+
+            with pytest.raises(LookupError, match="the block's own"):
+                await raising()
+            return [await store.pets.get(kept.id), await store.pets.get(dropped[0])]
+        finally:
+            await store.close()
+
+    kept, dropped = asyncio.run(main())
+    assert kept is not None
+    assert dropped is None
+
+
+def test_a_cancelled_transaction_stores_nothing_and_frees_the_database(database_url: str) -> None:
+    """A block cancelled while it holds its transaction (its request's deadline, a
+    client gone) is rolled back, and the next transaction and create go through."""
+
+    def new(name: str) -> NewPet:
+        return NewPet(name=name, category_id=1, status=PetStatus.AVAILABLE)
+
+    async def main() -> list[str]:
+        store = await open_store(database_url)
+        holding = asyncio.Event()
+        try:
+
+            async def held() -> None:
+                async with store.transaction() as tx:
+                    await tx.pets.create(new("held"))
+                    holding.set()
+                    await asyncio.Event().wait()
+
+            task = asyncio.ensure_future(held())
+            await asyncio.wait_for(holding.wait(), 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            async with store.transaction() as tx:
+                await asyncio.wait_for(tx.pets.create(new("after")), 10)
+            await asyncio.wait_for(store.pets.create(new("also")), 10)
+            stored = await store.pets.list_page(status=None, after_id=0, limit=10)
+            return [pet.name for pet in stored]
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == ["after", "also"]

@@ -14,9 +14,8 @@ import pytest
 
 from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server import errors
+from petstore.server.rules.idempotency import ClaimOutcome, IdempotencyClaim, create_with_key
 from petstore.server.store import (
-    ClaimOutcome,
-    IdempotencyClaim,
     IdempotencyRecord,
     Store,
     migrate,
@@ -165,17 +164,25 @@ def test_creates_in_one_statement_each_get_their_own_animal(url: str) -> None:
 def test_a_create_whose_key_is_taken_stores_nothing_and_answers_the_record(url: str) -> None:
     """D16: a claim on a key already stored rolls its animal back and answers the
     record that won, replayed."""
-    claim = IdempotencyClaim(1, "k1", "fp-k1", NOW, NOW - timedelta(days=1))
+    claim = IdempotencyClaim(
+        api_key_id=1,
+        key="k1",
+        fingerprint="fp-k1",
+        created_at=NOW,
+        expired_before=NOW - timedelta(days=1),
+    )
 
     async def scenario(store: Store) -> tuple[list[ClaimOutcome], list[Pet]]:
-        first = await store.pets.create_with_key(new_pet("solo"), claim=claim)
-        again = await store.pets.create_with_key(new_pet("again"), claim=claim)
+        first = await create_with_key(store, new_pet("solo"), claim=claim)
+        again = await create_with_key(store, new_pet("again"), claim=claim)
         return [first, again], await store.pets.list_page(status=None, after_id=0, limit=100)
 
     (first, again), listed = run(url, scenario)
     assert not first.replayed
     assert again.replayed
-    assert again.record == IdempotencyRecord(1, "k1", "fp-k1", first.record.pet, NOW)
+    assert again.record == IdempotencyRecord(
+        api_key_id=1, key="k1", fingerprint="fp-k1", pet=first.record.pet, created_at=NOW
+    )
     assert [pet.name for pet in listed] == ["solo"]
 
 

@@ -22,7 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from starlette.testclient import TestClient
 
 from petstore.schemas import NewPet
-from petstore.server.store import IdempotencyClaim, create_store
+from petstore.server.rules.idempotency import IdempotencyClaim, create_with_key
+from petstore.server.store import create_store
 from petstore.server.store.traced import span_name
 from tests.conftest import NOW, LiveServer
 
@@ -233,8 +234,10 @@ def test_each_statement_a_request_runs_is_a_child_span(database_url: str) -> Non
                 rex = NewPet("Rex", 1)
                 created = await store.pets.create(rex)
                 await store.pets.create_many([rex, rex])
-                claim = IdempotencyClaim(1, "k", "fp", NOW, NOW)
-                await store.pets.create_with_key(rex, claim=claim)
+                claim = IdempotencyClaim(
+                    api_key_id=1, key="k", fingerprint="fp", created_at=NOW, expired_before=NOW
+                )
+                await create_with_key(store, rex, claim=claim)
                 await store.pets.get(created.id)
                 await store.pets.list_page(status=None, after_id=0, limit=5)
                 await store.api_keys.find("petstore_x")

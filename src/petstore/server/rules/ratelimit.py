@@ -20,8 +20,8 @@ import asyncio
 import logging
 import math
 from collections import Counter
-from typing import NamedTuple
 
+import msgspec
 from limits import RateLimitItem, parse
 from lru import LRU
 
@@ -41,8 +41,9 @@ RETRY_AFTER_FAILURE_SECONDS = 1.0
 Slot = tuple[int, str | None]
 
 
-class Quota(NamedTuple):
-    """Where one request leaves its API key's window (D15)."""
+class Quota(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one request leaves its API key's window (D15); made by keyword only (its
+    members are all seconds or counts)."""
 
     #: Requests still allowed in the window, 0 or more.
     remaining: int
@@ -118,7 +119,9 @@ class RateLimiter:
         reset = max(0, math.ceil(reset_at - self._epoch()))
         limit = window.limit
         return Quota(
-            limit - count if count < limit else 0, reset, None if count <= limit else reset
+            remaining=limit - count if count < limit else 0,
+            reset=reset,
+            retry_after=None if count <= limit else reset,
         )
 
     async def _count(self, windows: list[_Window]) -> list[tuple[int, float] | None]:

@@ -4,8 +4,12 @@ A :class:`Store` is one database and a repository per aggregate, each written on
 over the driver of :mod:`.driver`: :attr:`Store.pets` (:mod:`.pets`),
 :attr:`Store.api_keys` (:mod:`.api_keys`) and :attr:`Store.idempotency_records`
 (:mod:`.idempotency_records`); the store itself answers for the schema and the
-connections. Each backend (:mod:`.sqlite`, :mod:`.postgres`) is a driver and its
-:class:`Dialect`, the literal SQL of every statement. :func:`create_store` picks the
+connections. Writes that span a transaction go through its unit of work,
+``async with store.transaction() as tx:`` (:mod:`.unit_of_work`), whose repositories
+``tx.pets`` and ``tx.idempotency`` are bound to that transaction: the only way to
+change a stored animal, and the one place the change signal learns of it. Each
+backend (:mod:`.sqlite`, :mod:`.postgres`) is a driver and its :class:`Dialect`, the
+literal SQL of every statement. :func:`create_store` picks the
 backend from the database URL without connecting; :func:`open_store` also opens it.
 
 The speed devices (:mod:`.group_commit`, :mod:`.read_grouping`, :mod:`.kept_pets`)
@@ -23,20 +27,21 @@ for at most :data:`.changes.KEPT_SECONDS` (5 s) on any instance.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString, NamedTuple
 
 from petstore.server.clock import Monotonic, monotonic
 from petstore.server.store.api_keys import ApiKey, ApiKeyRecord, ApiKeyRepository, ApiKeyStatements
 from petstore.server.store.changes import PetChanges
-from petstore.server.store.driver import Database
+from petstore.server.store.driver import Database, transactions
 from petstore.server.store.idempotency_records import (
-    IdempotencyClaim,
     IdempotencyRecord,
     IdempotencyRecordRepository,
     IdempotencyStatements,
 )
-from petstore.server.store.pets import ClaimOutcome, PetRepository, PetStatements
+from petstore.server.store.pets import PetRepository, PetStatements
+from petstore.server.store.unit_of_work import Transactions, UnitOfWork
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -44,13 +49,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ApiKey",
     "ApiKeyRecord",
-    "ClaimOutcome",
     "Dialect",
-    "IdempotencyClaim",
     "IdempotencyRecord",
     "PetRepository",
     "SchemaOutOfDateError",
     "Store",
+    "UnitOfWork",
     "create_store",
     "open_store",
 ]
@@ -93,9 +97,7 @@ class Store:
         plain = PetRepository(
             database,
             sql=dialect.pets,
-            idempotency=dialect.idempotency_records,
             changes=PetChanges(lambda: plain.version(), monotonic=monotonic),
-            to_db=dialect.to_db,
         )
         #: The animals; ``server.app`` may put speed devices around them.
         self.pets: PetRepository = plain
@@ -105,6 +107,17 @@ class Store:
         self.idempotency_records = IdempotencyRecordRepository(
             database, sql=dialect.idempotency_records, to_db=dialect.to_db
         )
+        self._transactions = Transactions(transactions(database), dialect, changes=self.changes)
+
+    def transaction(self) -> AbstractAsyncContextManager[UnitOfWork]:
+        """``async with store.transaction() as tx:``: the repositories bound to one
+        transaction (:class:`UnitOfWork`), whose writes are committed together,
+        durable, once the block ends, or rolled back when it raises (what it raised
+        raised again). Once the transaction has ended, either way, the change signal
+        moves (:meth:`PetChanges.changed`) if a statement that may change stored
+        animals ran (:mod:`.unit_of_work`): no answer kept before is given again.
+        Raises ``errors.Unavailable`` when the database cannot be used now."""
+        return self._transactions()
 
     async def open(self) -> None:
         """Connect, then check the schema is current.

@@ -4,8 +4,9 @@
 before may no longer be the database's:
 
 - every write through this store that changes or removes stored animals moves it
-  once its transaction has ended (``PetRepository.change``, the one seam such writes
-  use), so this instance never answers what it changed as it was;
+  once its transaction has ended (the store's unit of work, ``Store.transaction``,
+  the only way to make such writes: :mod:`.unit_of_work`), so this instance never
+  answers what it changed as it was;
 - a change made anywhere else moves it once seen: through another instance, or
   outside the service (an operator's ``UPDATE`` or ``DELETE`` in SQL, a restore, a
   failover). The database counts those in its *version* (triggers on ``pets``,

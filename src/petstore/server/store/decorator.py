@@ -4,8 +4,10 @@ A speed device overrides only what it changes (:mod:`.group_commit`,
 :mod:`.read_grouping`, :mod:`.kept_pets`); every other method of
 :class:`~.pets.PetRepository`, those added later included, is handed to the
 repository it wraps (``inner``) unchanged: the delegating methods are made here, once,
-from the repository's own. So an operation added to the repository reaches the
-database through every device, and its writes move the change signal, with no edit here.
+from the repository's own. So a method added to the repository reaches the database
+through every device with no edit here. Writes that change animals are not the
+repository's but the unit of work's (``Store.transaction``), which moves the change
+signal every device reads.
 """
 
 from __future__ import annotations

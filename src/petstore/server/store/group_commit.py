@@ -6,7 +6,8 @@ costs no durability (interface: Add an animal; D26), and it saves a commit (an f
 a round trip) per create when creates are concurrent. A create that finds no commit
 running waits :data:`petstore.server.batches.CREATE_WAIT_TURNS` turns of the event
 loop first, so that creates arriving meanwhile share its commit. Creates under an
-Idempotency-Key go straight to the repository, each in a transaction of its own (D16).
+Idempotency-Key go through the store's unit of work (``Store.transaction``), each in
+a transaction of its own with its record (D16).
 """
 
 from __future__ import annotations

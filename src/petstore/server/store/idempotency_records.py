@@ -1,6 +1,9 @@
-"""Idempotency records (D16): their values, each dialect's SQL for them, and the
-repository that finds and purges them. A record is written only with its animal, in
-the animal's transaction (``PetRepository.create_with_key``).
+"""Idempotency records (D16): their values, each dialect's SQL for them, and their
+repositories: :class:`IdempotencyRecordRepository` (``store.idempotency_records``)
+finds and purges them, and :class:`IdempotencyRecordsInTransaction`
+(``tx.idempotency``) writes them, inside a transaction of the store's unit of work
+(``Store.transaction``): a record is written only with its animal, in the animal's
+transaction (the rule ``rules.idempotency.create_with_key``).
 
 A record keeps the original 201's Pet as JSON; it is read back into today's
 :class:`~petstore.schemas.Pet`, so a replay after a deploy that added an optional
@@ -15,26 +18,15 @@ from typing import Any, LiteralString, NamedTuple
 
 import msgspec
 
-from petstore.schemas import Pet
-from petstore.server.store.driver import Database
+from petstore.schemas import Pet, encode
+from petstore.server.store.driver import Database, Transaction
 from petstore.server.store.rows import Row
 
 
-class IdempotencyClaim(msgspec.Struct, frozen=True):
-    """A create's claim on an Idempotency-Key (D16): stored with the animal, in the
-    same transaction, unless an unexpired record of the same key already exists.
-    Records of this key created before ``expired_before`` are replaced."""
-
-    api_key_id: int
-    key: str
-    fingerprint: str
-    created_at: datetime
-    expired_before: datetime
-
-
-class IdempotencyRecord(msgspec.Struct, frozen=True):
-    """A stored Idempotency-Key: the request's fingerprint and the Pet its first 201
-    answered, in today's shape."""
+class IdempotencyRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored Idempotency-Key (``key``, of the API key ``api_key_id``): the request's
+    ``fingerprint`` and the Pet its first 201 answered, in today's shape; made by
+    keyword only (``key`` and ``fingerprint`` are both ``str``)."""
 
     api_key_id: int
     key: str
@@ -48,7 +40,8 @@ class IdempotencyStatements(NamedTuple):
     say. Each that returns a record lists ``api_key_id``, ``key``, ``fingerprint``,
     ``response`` (the Pet's JSON) and ``created_at``."""
 
-    #: ``api_key_id``, ``key``, ``expired_before``.
+    #: ``api_key_id``, ``key``, ``expired_before``. It changes no stored animal, nor
+    #: does ``insert`` (the unit of work moves no change signal for them).
     delete_expired: LiteralString
     #: ``api_key_id``, ``key``, ``fingerprint``, ``pet_id``, ``response``,
     #: ``created_at``; a row when stored, none when the key has a record.
@@ -86,6 +79,12 @@ class IdempotencyRecordRepository:
         self._sql = sql
         self._to_db = to_db
 
+    async def get(self, api_key_id: int, key: str) -> IdempotencyRecord | None:
+        """The record of ``key`` for this API key, however old (a create that lost
+        its claim answers it)."""
+        rows = await self._database.read(self._sql.select, {"api_key_id": api_key_id, "key": key})
+        return record_of(rows[0]) if rows else None
+
     async def find(
         self, api_key_id: int, key: str, *, created_after: datetime
     ) -> IdempotencyRecord | None:
@@ -98,3 +97,42 @@ class IdempotencyRecordRepository:
         """Delete records created before ``created_before``; how many were deleted."""
         params = {"created_before": self._to_db(created_before)}
         return len(await self._database.write(self._sql.purge, params))
+
+
+class IdempotencyRecordsInTransaction:
+    """The idempotency records inside one transaction ``tx`` of the store's unit of
+    work (``tx.idempotency``), with the dialect's ``sql`` and timestamp parameter
+    ``to_db``. Made by the unit of work only; every method raises
+    ``errors.Unavailable`` when the database cannot be used now (and then the whole
+    transaction is rolled back)."""
+
+    def __init__(
+        self, tx: Transaction, *, sql: IdempotencyStatements, to_db: Callable[[Any], Any]
+    ) -> None:
+        self._tx = tx
+        self._sql = sql
+        self._to_db = to_db
+
+    async def delete_expired(self, api_key_id: int, key: str, *, created_before: datetime) -> None:
+        """Delete the record of ``key`` for this API key if created before
+        ``created_before`` (an expired record is replaced, D16)."""
+        params = {
+            "api_key_id": api_key_id,
+            "key": key,
+            "expired_before": self._to_db(created_before),
+        }
+        await self._tx.fetch(self._sql.delete_expired, params)
+
+    async def insert(self, record: IdempotencyRecord) -> bool:
+        """Store ``record`` (its animal must be stored in this transaction); False,
+        and nothing stored, when its key already has a record (stored earlier, or by
+        a transaction that committed meanwhile: PostgreSQL waits for one in progress)."""
+        params = {
+            "api_key_id": record.api_key_id,
+            "key": record.key,
+            "fingerprint": record.fingerprint,
+            "pet_id": record.pet.id,
+            "response": encode(record.pet).decode(),
+            "created_at": self._to_db(record.created_at),
+        }
+        return bool(await self._tx.fetch(self._sql.insert, params))

@@ -1,38 +1,33 @@
-"""The animals' repository: :class:`PetRepository`, written once over the driver
-(:mod:`.driver`), with each dialect's SQL in :class:`PetStatements`.
+"""The animals' repositories, written once over the driver (:mod:`.driver`), with each
+dialect's SQL in :class:`PetStatements`: :class:`PetRepository` (``store.pets``), which
+reads and adds, and :class:`PetsInTransaction` (``tx.pets``), the animals inside one
+transaction of the store's unit of work (``Store.transaction``, :mod:`.unit_of_work`).
 
 Writes come in two kinds, and the kind decides what answers kept in memory learn of
 them (:mod:`.changes`). Adding animals (:meth:`PetRepository.create`,
-:meth:`~PetRepository.create_many`, :meth:`~PetRepository.create_with_key`) changes
-no stored animal: each new id is drawn above every committed one (D5, D9). Every
-other write goes through :meth:`PetRepository.change`, which moves the store's change
-signal once its transaction has ended, committed or not.
+:meth:`~PetRepository.create_many`, :meth:`PetsInTransaction.create`) changes no
+stored animal: each new id is drawn above every committed one (D5, D9). Every other
+write is a method of :class:`PetsInTransaction`, and the unit of work moves the
+store's change signal once the transaction of any statement but those adds has
+ended, committed or not. ``store.pets`` has no other write: its creates are the
+batch that group commit shares (:mod:`.group_commit`).
 
-An operation that changes animals is a method here that calls :meth:`~PetRepository.change`
-with its statements, and those statements in each dialect; the speed devices hand
-it on unchanged (:mod:`.decorator`), and no cache needs telling.
+An operation that changes animals is a method of :class:`PetsInTransaction` with its
+statements, and those statements in each dialect; its rule runs it in ``async with
+store.transaction() as tx:``, and no cache needs telling.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, LiteralString, NamedTuple, TypeVar
+from collections.abc import Sequence
+from typing import Any, LiteralString, NamedTuple
 
 import msgspec
 
-from petstore.schemas import NewPet, Pet, PetStatus, encode
-from petstore.server import errors
+from petstore.schemas import NewPet, Pet, PetStatus
 from petstore.server.store.changes import PetChanges
 from petstore.server.store.driver import Database, Transaction
-from petstore.server.store.idempotency_records import (
-    IdempotencyClaim,
-    IdempotencyRecord,
-    IdempotencyStatements,
-    record_of,
-)
 from petstore.server.store.rows import all_into, into, parameters, parameters_json
-
-T = TypeVar("T")
 
 
 class PetStatements(NamedTuple):
@@ -40,7 +35,8 @@ class PetStatements(NamedTuple):
     columns of :func:`.rows.select_list` (Pet); parameters are named as the comments say."""
 
     #: One NewPet (its fields by column name, :func:`.rows.parameters`), holding the id
-    #: order (D9) before its id is drawn, in a transaction or on its own.
+    #: order (D9) before its id is drawn, in a transaction or on its own. It changes
+    #: no stored animal (the unit of work moves no change signal for it).
     insert: LiteralString
     #: The NewPets of ``new_pets`` (:func:`.rows.parameters_json`) in one statement,
     #: committed by it, each id drawn above every committed one (D5, D9); each row
@@ -62,38 +58,16 @@ class PetStatements(NamedTuple):
     version: LiteralString | None
 
 
-class ClaimOutcome(NamedTuple):
-    """What a create under an Idempotency-Key left stored (D16): the key's ``record``
-    (the one this create stored with its animal, or the earlier one it lost to) and
-    whether the record was earlier (``replayed``: then nothing was created)."""
-
-    record: IdempotencyRecord
-    replayed: bool
-
-
-class _ClaimLost(Exception):
-    """Inside a create's transaction: an unexpired record of its key is stored."""
-
-
 class PetRepository:
-    """The animals of ``database``, with its dialect's ``sql`` (and ``idempotency`` SQL
-    for creates under a key); writes that change animals move ``changes``.
-    Constructing it does no I/O. Every method raises ``errors.Unavailable`` when the
-    database cannot be used now."""
+    """The animals of ``database``, with its dialect's ``sql``: reads, and adding
+    animals each in a commit of its own or many in one; ``changes`` is the store's
+    change signal, which the speed devices read. Every other write is in the unit of
+    work (:class:`PetsInTransaction`). Constructing it does no I/O. Every method
+    raises ``errors.Unavailable`` when the database cannot be used now."""
 
-    def __init__(
-        self,
-        database: Database,
-        *,
-        sql: PetStatements,
-        idempotency: IdempotencyStatements,
-        changes: PetChanges,
-        to_db: Callable[[Any], Any],
-    ) -> None:
+    def __init__(self, database: Database, *, sql: PetStatements, changes: PetChanges) -> None:
         self._database = database
         self._sql = sql
-        self._idempotency = idempotency
-        self._to_db = to_db
         self.changes = changes
 
     async def create(self, new_pet: NewPet) -> Pet:
@@ -113,45 +87,6 @@ class PetRepository:
         )
         placed = {row["ordinal"]: row for row in rows}
         return [into(Pet, placed[ordinal]) for ordinal in range(len(new_pets))]
-
-    async def create_with_key(self, new_pet: NewPet, *, claim: IdempotencyClaim) -> ClaimOutcome:
-        """Insert one animal and its idempotency record in one transaction (D16),
-        unless an unexpired record of the claim's key exists: then nothing is written
-        and that record is returned, ``replayed``. Raises
-        ``errors.IdempotencyConflict`` when the record it lost to is gone by the time
-        it is read (purged, or replaced after expiring): the client's retry settles it."""
-        sql = self._idempotency
-        slot = {"api_key_id": claim.api_key_id, "key": claim.key}
-
-        async def create(tx: Transaction) -> IdempotencyRecord:
-            await tx.fetch(
-                sql.delete_expired, {**slot, "expired_before": self._to_db(claim.expired_before)}
-            )
-            (row,) = await tx.fetch(self._sql.insert, parameters(new_pet))
-            pet = into(Pet, row)
-            stored = {
-                **slot,
-                "fingerprint": claim.fingerprint,
-                "pet_id": pet.id,
-                "response": encode(pet).decode(),
-                "created_at": self._to_db(claim.created_at),
-            }
-            if not await tx.fetch(sql.insert, stored):
-                raise _ClaimLost  # rolls the animal back
-            return IdempotencyRecord(
-                claim.api_key_id, claim.key, claim.fingerprint, pet, claim.created_at
-            )
-
-        try:
-            return ClaimOutcome(await self._database.in_transaction(create), replayed=False)
-        except _ClaimLost:
-            pass
-        rows = await self._database.read(sql.select, slot)
-        if not rows:
-            raise errors.IdempotencyConflict(
-                "a request with this Idempotency-Key was being processed; retry"
-            )
-        return ClaimOutcome(record_of(rows[0]), replayed=True)
 
     async def list_page(self, *, status: PetStatus | None, after_id: int, limit: int) -> list[Pet]:
         """Up to ``limit`` animals with ``id > after_id``, ascending id (D7)."""
@@ -189,19 +124,27 @@ class PetRepository:
         rows = await self._database.read(self._sql.version)
         return tuple(rows[0].values()) if rows else None
 
-    async def change(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        """``work``'s result, its statements (which change or remove stored animals)
-        committed together; the one seam of every write other than adding animals.
-        Once the transaction has ended, committed or rolled back, the change signal
-        moves (:meth:`PetChanges.changed`): no answer kept before is given again."""
-        try:
-            return await self._database.in_transaction(work)
-        finally:
-            self.changes.changed()
-
     def writes_waiting(self) -> int:
         """Creates queued for a commit, not yet in one (group commit's; 0 here)."""
         return 0
 
     async def close(self) -> None:
         """Finish what is queued (the speed devices'); the database is the store's to close."""
+
+
+class PetsInTransaction:
+    """The animals inside one transaction ``tx`` of the store's unit of work
+    (``tx.pets``), with the dialect's ``sql``: each method's statements are committed
+    with the rest of the transaction, or rolled back with it. Made by the unit of
+    work only; every method raises ``errors.Unavailable`` when the database cannot be
+    used now (and then the whole transaction is rolled back)."""
+
+    def __init__(self, tx: Transaction, *, sql: PetStatements) -> None:
+        self._tx = tx
+        self._sql = sql
+
+    async def create(self, new_pet: NewPet) -> Pet:
+        """Insert one animal; its id is drawn above every committed one (D5, D9),
+        holding the id order until the transaction ends."""
+        (row,) = await self._tx.fetch(self._sql.insert, parameters(new_pet))
+        return into(Pet, row)

@@ -170,6 +170,53 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
+def _roll_back(writer: Writer) -> None:
+    # Queued behind a BEGIN or COMMIT still running if the transaction was cancelled
+    # meanwhile: it rolls back only what is still open.
+    with contextlib.suppress(Exception):
+        writer.submit(_rollback)
+
+
+class _Block:
+    """One transaction on ``writer``'s connection, holding ``lock`` from its
+    ``BEGIN IMMEDIATE`` to its end (:meth:`SQLiteDatabase.transaction`). A class, not
+    a generator: it is on the path of every transaction."""
+
+    __slots__ = ("_lock", "_writer")
+
+    def __init__(self, lock: asyncio.Lock, writer: Writer) -> None:
+        self._lock = lock
+        self._writer = writer
+
+    async def __aenter__(self) -> Transaction:
+        await self._lock.acquire()
+        try:
+            await self._writer.submit(_begin)
+            conn = self._writer.connection
+            if conn is None:
+                not_open()
+        except BaseException:
+            _roll_back(self._writer)
+            self._lock.release()
+            raise
+        return _Transaction(conn)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        try:
+            if kind is None:
+                try:
+                    await self._writer.submit(_commit)
+                except BaseException:
+                    _roll_back(self._writer)
+                    raise
+            else:
+                _roll_back(self._writer)
+        finally:
+            self._lock.release()
+
+
 class SQLiteDatabase:
     """:class:`.driver.Database` over the SQLite file at ``path``: a read-only
     connection on the event loop, and the write connection of one :class:`Writer`
@@ -215,23 +262,16 @@ class SQLiteDatabase:
         return await self._writer.submit(job)
 
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        """``BEGIN IMMEDIATE`` and ``COMMIT`` on the writer thread, ``work``'s
-        statements on the loop in between (no fsync there, and no lock to wait for)."""
-        async with self._lock:
-            try:
-                await self._writer.submit(_begin)
-                conn = self._writer.connection
-                if conn is None:
-                    not_open()
-                result = await work(_Transaction(conn))
-                await self._writer.submit(_commit)
-            except BaseException:
-                # Queued behind a BEGIN or COMMIT still running if this was cancelled
-                # meanwhile: it rolls back only what is still open.
-                with contextlib.suppress(Exception):
-                    self._writer.submit(_rollback)
-                raise
-            return result
+        """``work``'s statements in one :meth:`transaction`."""
+        async with self.transaction() as tx:
+            return await work(tx)
+
+    def transaction(self) -> _Block:
+        """``async with database.transaction() as tx:`` (``driver.TransactionBlocks``):
+        ``BEGIN IMMEDIATE`` and ``COMMIT`` on the writer thread, the block's statements
+        on the loop in between (no fsync there, and no lock to wait for); rolled back
+        when the block raises."""
+        return _Block(self._lock, self._writer)
 
     def stats(self) -> dict[str, int]:
         """One reader on the loop and one writer thread."""

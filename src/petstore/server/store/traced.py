@@ -13,12 +13,12 @@ statement and has no span.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from functools import lru_cache
 from typing import TYPE_CHECKING, LiteralString, TypeVar
 
-from petstore.server.store.driver import NONE, Database, Params, Transaction
+from petstore.server.store.driver import NONE, Database, Params, Transaction, transactions
 from petstore.server.store.rows import Row
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class TracedDatabase:
         self.inner = inner
         self.system = inner.system
         self._tracer = tracer
+        self._transactions = transactions(inner)
 
     def _span(self, statement: str) -> AbstractContextManager[object]:
         from opentelemetry.trace import get_current_span
@@ -97,6 +98,13 @@ class TracedDatabase:
     async def in_transaction(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``Database.in_transaction``, a span around each of ``work``'s statements."""
         return await self.inner.in_transaction(lambda tx: work(_TracedTransaction(tx, self)))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """A transaction of the database traced as a block (``driver.transactions``),
+        a span around each of its statements."""
+        async with self._transactions() as tx:
+            yield _TracedTransaction(tx, self)
 
     def stats(self) -> dict[str, int]:
         """``Database.stats`` of the database traced."""
