@@ -23,17 +23,19 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
 
+from petstore.schemas import NewPet
 from petstore.server import errors, shutdown
 from petstore.server.clock import Clock, Monotonic, monotonic, utc_now
 from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
+from petstore.server.http.deprecation import Deprecation
 from petstore.server.http.docs import DocsPages
 from petstore.server.http.exchange import BodyReader, Request, Response
 from petstore.server.http.links import link_base
-from petstore.server.http.operations import Creates, Deprecation, PetsApi
+from petstore.server.http.operations import Creates, PetsApi
 from petstore.server.http.pipeline import Service
 from petstore.server.http.routes import Operation, Route
-from petstore.server.rules import pagination
+from petstore.server.rules import keys, pagination, pets
 from petstore.server.rules.admission import Admission
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.auth_failures import FailedAuthentications
@@ -114,30 +116,33 @@ def create_app(
     if rate_limiter is not None:
         limiter = rate_limiter
         metrics.watch_rate_limit_store(lambda: limiter.store_error is not None)
+    admission = Admission(
+        KeyVerifier(
+            store.api_keys,
+            clock=clock,
+            monotonic=monotonic,
+            cache_seconds=settings.key_cache_seconds,
+        ),
+        rate_limiter,
+        None
+        if settings.auth_failure_limit is None
+        else FailedAuthentications.from_notation(settings.auth_failure_limit, clock=monotonic),
+    )
+    links = link_base(settings)
     pets_api = PetsApi(
         store,
         pages=pages,
-        admission=Admission(
-            KeyVerifier(
-                store.api_keys,
-                clock=clock,
-                monotonic=monotonic,
-                cache_seconds=settings.key_cache_seconds,
-            ),
-            rate_limiter,
-            None
-            if settings.auth_failure_limit is None
-            else FailedAuthentications.from_notation(settings.auth_failure_limit, clock=monotonic),
-        ),
-        creates=Creates(
-            BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
-            IdempotentCreates(),
-            clock,
-            metrics,
-        ),
-        deprecation=Deprecation(settings.deprecation_date, clock),
-        links=link_base(settings),
+        creates=Creates(idempotency=IdempotentCreates(), clock=clock, metrics=metrics),
+        links=links,
+        rate_limiter=rate_limiter,
         drain_marker=drain_marker,
+    )
+    get_pet_deprecation = Deprecation(  # D14
+        date=settings.deprecation_date,
+        sunset=pets.SUNSET,
+        replacement=pets.REPLACEMENT,
+        clock=clock,
+        links=links,
     )
     docs = DocsPages(settings)
 
@@ -145,13 +150,32 @@ def create_app(
         """Prometheus metrics, no key (keep this path off the public load balancer)."""
         await response.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
 
+    # The operations of the interface, each declared once (http/routes.py, Operation):
+    # src/petstore/openapi.yaml states the same, tests/server/http/test_operations.py
+    # holds the two together.
     routes = [
         Route(
             "/v1/pets",
-            GET=Operation("listPets", pets_api.list_pets),
-            POST=Operation("createPet", pets_api.create_pet),
+            GET=Operation("listPets", pets_api.list_pets, scope=keys.READ, status=200),
+            POST=Operation(
+                "createPet",
+                pets_api.create_pet,
+                scope=keys.WRITE,
+                status=201,
+                body=NewPet,
+                idempotent=True,
+            ),
         ),
-        Route("/v1/pets/{petId}", GET=Operation("getPet", pets_api.get_pet)),
+        Route(
+            "/v1/pets/{petId}",
+            GET=Operation(
+                "getPet",
+                pets_api.get_pet,
+                scope=keys.READ,
+                status=200,
+                deprecated=get_pet_deprecation,
+            ),
+        ),
         Route("/v1/openapi.json", GET=docs.openapi_json),
         Route("/v1/docs", GET=docs.docs_page),
         Route("/v1/docs/init.js", GET=docs.docs_init),
@@ -190,6 +214,8 @@ def create_app(
     return Service(
         routes,
         lifespan=lifespan,
+        admission=admission,
+        bodies=BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
         metrics=metrics,
         trust_forwarded=settings.trust_forwarded_headers,
         tracer=None if traces is None else traces.tracer,

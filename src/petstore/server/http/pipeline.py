@@ -6,7 +6,11 @@ the request, start its answer with the D18 headers, open its span, run its handl
 within the request timeout (D25; an unknown path is 404, a method the path lacks 405
 with ``Allow``) and answer its error (:func:`petstore.server.errors.render`: a
 ``PetstoreError`` as itself, anything else as 500 ``internal_error``, logged), and
-last, however it ended, its metrics and access line.
+last, however it ended, its metrics and access line. Before the handler of an
+operation of the interface runs, the pipeline does what its declaration
+(:class:`.routes.Operation`) says, in :meth:`Service._answer`: admit the caller for
+its scope, then check the content type, read the Idempotency-Key and read and
+decode the body.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 from petstore.server import errors
+from petstore.server.http import parsing
 from petstore.server.http.deadlines import Deadlines
-from petstore.server.http.exchange import Request, Response
+from petstore.server.http.exchange import BodyReader, Request, Response
 from petstore.server.http.lifespan import run_lifespan
 from petstore.server.http.reading import read_request
-from petstore.server.http.routes import Route, Router
+from petstore.server.http.routes import Operation, Route, Router
+from petstore.server.rules.admission import Admission
 from petstore.server.telemetry import logs, tracing
 from petstore.server.telemetry.metrics import Metrics
 
@@ -45,7 +51,9 @@ CLIENT_CLOSED_REQUEST = 499
 
 class Service:
     """Serves ``routes``; ``lifespan()`` is entered at startup and left at shutdown
-    (the ASGI lifespan protocol). ``metrics`` counts every request; with
+    (the ASGI lifespan protocol). The callers of operations are admitted by
+    ``admission`` (D12-D15, D21, D22) and their request bodies read by ``bodies``
+    (D17). ``metrics`` counts every request; with
     ``trust_forwarded`` the client address and scheme come from the load balancer's
     ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
     request is a server span, the child of the caller's ``traceparent``. A handler
@@ -58,6 +66,8 @@ class Service:
         routes: list[Route],
         *,
         lifespan: Callable[[], AbstractAsyncContextManager[None]],
+        admission: Admission,
+        bodies: BodyReader,
         metrics: Metrics,
         trust_forwarded: bool = False,
         tracer: Tracer | None = None,
@@ -67,6 +77,8 @@ class Service:
         self.router = Router(routes)
         self.tracer = tracer
         self.lifespan = lifespan
+        self.admission = admission
+        self.bodies = bodies
         self.metrics = metrics
         self.trust_forwarded = trust_forwarded
         self.request_timeout = request_timeout
@@ -119,11 +131,7 @@ class Service:
         counted and logged as 499, nginx's "client closed request". Metrics label a
         request by its operation id, else its route's template, else ``unmatched``."""
         status = response.status or CLIENT_CLOSED_REQUEST
-        if route is None:
-            label = "unmatched"
-        else:
-            answer = route.methods.get(request.method)
-            label = route.template if answer is None else answer[1]
+        label = "unmatched" if route is None else route.labels.get(request.method, route.template)
         self.metrics.record(label, status, seconds)
         client = request.client
         self.access_log.access(
@@ -144,7 +152,16 @@ class Service:
         raised, and 503 when the request timeout (D25) cut it short: 400 instead while
         the request body is still arriving (then the client is the slow one, D17).
 
-        One coroutine for both, not one inside the other: a coroutine a request fewer."""
+        An operation (:class:`.routes.Operation`) is run in the order a client sees its
+        refusals: a deprecated one's headers go on the answer first (D14); the caller
+        is admitted for its scope (401, 403, 429: :meth:`Admission.admit`, then
+        :meth:`Response.admit`) and a deprecated operation past its sunset is 410;
+        then, for an operation with a body, its ``Content-Type`` is checked (415), its
+        Idempotency-Key read where it takes one (400), and the body read (413, 400:
+        D17) and decoded (400: D1-D4); the handler gets the body and the key.
+
+        One coroutine for all of it, not one inside another: a coroutine a request
+        fewer."""
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
         try:
@@ -159,7 +176,27 @@ class Service:
                         "this path does not support that method; see the Allow header",
                         allow=route.allow,
                     )
-                await answer[0](request, response)
+                if not isinstance(answer, Operation):
+                    await answer(request, response)
+                    return
+                deprecation = answer.deprecated
+                if deprecation is not None:
+                    response.add_headers(deprecation.headers(request))
+                authorization = request.headers.get(b"authorization")
+                response.admit(
+                    await self.admission.admit(authorization, request.client, answer.scope)
+                )
+                if deprecation is not None:
+                    deprecation.check(request)
+                body = key = None
+                decode = answer.decode
+                if decode is not None:
+                    parsing.check_json_content_type(request.header(b"content-type"))
+                if answer.idempotent:
+                    key = parsing.parse_idempotency_key(request.header(b"idempotency-key"))
+                if decode is not None:
+                    body = decode(await self.bodies.read(request, response))
+                await answer.handler(request, response, body, key)
             except errors.PetstoreError as exc:
                 if response.status == 0:
                     await response.fail(exc)
