@@ -1,9 +1,11 @@
 """``create_app(settings)``: every path the service answers, and what it is built from.
 
 Start reading here. :func:`create_app` builds everything a request needs (nothing at
-import time) and lists the route table; the lifespan only opens and closes
-connections. A request then goes: :mod:`.http.pipeline` (request id, route, errors,
-access log) -> :mod:`.http.operations` (the operation) -> the rules
+import time) and lists the route table (the operations' declarations are beside
+their rules: :meth:`.http.operations.PetsApi.routes`); the lifespan only opens and closes
+connections. A request then goes: :mod:`.http.pipeline` (request id, route; for an
+operation, what its declaration on the route table says: admission, the body;
+errors, access log) -> :mod:`.http.operations` (the operation's rule) -> the rules
 (:mod:`.rules.pets`, :mod:`.rules.pagination`, :mod:`.rules.idempotency`,
 :mod:`.rules.auth`, :mod:`.rules.ratelimit`) -> :mod:`.store` (SQL).
 docs/architecture.md draws it.
@@ -23,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
 
-from petstore.schemas import NewPet
 from petstore.server import errors, shutdown
 from petstore.server.clock import Clock, Monotonic, monotonic, utc_now
 from petstore.server.config import Settings, load_settings
@@ -34,8 +35,8 @@ from petstore.server.http.exchange import BodyReader, Request, Response
 from petstore.server.http.links import link_base
 from petstore.server.http.operations import Creates, PetsApi
 from petstore.server.http.pipeline import Service
-from petstore.server.http.routes import Operation, Route
-from petstore.server.rules import keys, pagination, pets
+from petstore.server.http.routes import Route
+from petstore.server.rules import pagination, pets
 from petstore.server.rules.admission import Admission
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.auth_failures import FailedAuthentications
@@ -133,16 +134,16 @@ def create_app(
         store,
         pages=pages,
         creates=Creates(idempotency=IdempotentCreates(), clock=clock, metrics=metrics),
+        deprecation=Deprecation(  # getPet's (D14)
+            date=settings.deprecation_date,
+            sunset=pets.SUNSET,
+            replacement=pets.REPLACEMENT,
+            clock=clock,
+            links=links,
+        ),
         links=links,
         rate_limiter=rate_limiter,
         drain_marker=drain_marker,
-    )
-    get_pet_deprecation = Deprecation(  # D14
-        date=settings.deprecation_date,
-        sunset=pets.SUNSET,
-        replacement=pets.REPLACEMENT,
-        clock=clock,
-        links=links,
     )
     docs = DocsPages(settings)
 
@@ -150,32 +151,8 @@ def create_app(
         """Prometheus metrics, no key (keep this path off the public load balancer)."""
         await response.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
 
-    # The operations of the interface, each declared once (http/routes.py, Operation):
-    # src/petstore/openapi.yaml states the same, tests/server/http/test_operations.py
-    # holds the two together.
     routes = [
-        Route(
-            "/v1/pets",
-            GET=Operation("listPets", pets_api.list_pets, scope=keys.READ, status=200),
-            POST=Operation(
-                "createPet",
-                pets_api.create_pet,
-                scope=keys.WRITE,
-                status=201,
-                body=NewPet,
-                idempotent=True,
-            ),
-        ),
-        Route(
-            "/v1/pets/{petId}",
-            GET=Operation(
-                "getPet",
-                pets_api.get_pet,
-                scope=keys.READ,
-                status=200,
-                deprecated=get_pet_deprecation,
-            ),
-        ),
+        *pets_api.routes(),  # the operations of the interface, each declared once
         Route("/v1/openapi.json", GET=docs.openapi_json),
         Route("/v1/docs", GET=docs.docs_page),
         Route("/v1/docs/init.js", GET=docs.docs_init),

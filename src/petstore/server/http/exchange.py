@@ -2,10 +2,11 @@
 (:class:`Request`), the answer being built (:class:`Response`), and reading a request
 body within its limits (:class:`BodyReader`, D17).
 
-Plain ASGI, no framework: the request path of the three operations is the hot path,
+Plain ASGI, no framework: the request path of the operations is the hot path,
 and Starlette's request, response and routing layers cost a measurable share of
 each request there (docs/performance.md). Everything here is about bytes on the
-wire; what an operation means lives in :mod:`petstore.server.http.operations`.
+wire; what an operation is lives on the route table (:mod:`.routes`), its rule in
+:mod:`.operations`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ if TYPE_CHECKING:
 
 Header = tuple[bytes, bytes]
 JSON = b"application/json"
+#: The headers on every answer, which the pipeline starts with them (D18, OWASP REST
+#: Security Cheat Sheet).
+SECURITY_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+]
 #: Seconds between checks of the request bodies being read against their deadline: a
 #: stalled body is cut off between ``body_timeout_seconds`` and this much later (D17).
 BODY_CHECK_SECONDS = 0.25

@@ -2,15 +2,14 @@
 check.
 
 Each operation holds only its rule: what it is (its scope, body, success status,
-idempotency and deprecation) is declared once on the route table
-(:class:`.routes.Operation`, in :func:`petstore.server.app.create_app`), and the
-pipeline (:mod:`.pipeline`) admits the caller and reads and decodes the body from
-that declaration before the operation runs. An operation is then called with the
-request (:class:`.exchange.Request`), the answer being built
-(:class:`.exchange.Response`), its decoded body and its Idempotency-Key; it parses
-the rest of its input (:mod:`.parsing`), applies the rule (``rules.pets``,
-``rules.pagination``, ``rules.idempotency``) and responds. An error raised on the
-way is answered with its Error body by the pipeline (D10).
+idempotency and deprecation) is declared once, on its route (:meth:`PetsApi.routes`,
+:class:`.routes.Operation`), and the pipeline (:mod:`.pipeline`) admits the caller
+and reads and decodes the body from that declaration before the operation runs. An
+operation is then called with the request (:class:`.exchange.Request`), the answer
+being built (:class:`.exchange.Response`), its decoded body and its
+Idempotency-Key; it parses the rest of its input (:mod:`.parsing`), applies the
+rule (``rules.pets``, ``rules.pagination``, ``rules.idempotency``) and responds. An
+error raised on the way is answered with its Error body by the pipeline (D10).
 """
 
 from __future__ import annotations
@@ -25,9 +24,11 @@ import msgspec
 from petstore.schemas import NewPet, encode
 from petstore.server import errors
 from petstore.server.http import links, parsing
+from petstore.server.http.deprecation import Deprecation
 from petstore.server.http.exchange import Request, Response
 from petstore.server.http.links import LinkBase
-from petstore.server.rules import pets
+from petstore.server.http.routes import Operation, Route
+from petstore.server.rules import keys, pets
 from petstore.server.rules.idempotency import IdempotentCreates
 from petstore.server.rules.pagination import PageSource
 from petstore.server.rules.ratelimit import RateLimiter
@@ -47,10 +48,11 @@ class Creates:
 
 class PetsApi:
     """The ``/v1/pets`` operations and ``/readyz`` over what :func:`create_app` built:
-    the ``store``, its ``pages`` (D9), what ``creates`` need, where absolute ``links``
-    point and the ``rate_limiter`` (None: no limits), whose store ``/readyz``
-    reports. ``drain_marker`` is the file whose existence means this instance is
-    shutting down (:mod:`petstore.server.shutdown`); None: it never drains.
+    the ``store``, its ``pages`` (D9), what ``creates`` need, getPet's ``deprecation``
+    (D14), where absolute ``links`` point and the ``rate_limiter`` (None: no limits),
+    whose store ``/readyz`` reports. ``drain_marker`` is the file whose existence
+    means this instance is shutting down (:mod:`petstore.server.shutdown`); None: it
+    never drains.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class PetsApi:
         *,
         pages: PageSource,
         creates: Creates,
+        deprecation: Deprecation,
         links: LinkBase,
         rate_limiter: RateLimiter | None,
         drain_marker: str | None = None,
@@ -67,8 +70,38 @@ class PetsApi:
         self.links = links
         self.pages = pages
         self.creates = creates
+        self.deprecation = deprecation
         self.rate_limiter = rate_limiter
         self.drain_marker = drain_marker
+
+    def routes(self) -> list[Route]:
+        """The routes of the operations, each operation declared once: the OpenAPI
+        document (``openapi.yaml``) states the same, and
+        ``tests/server/http/test_operations.py`` holds the two together."""
+        return [
+            Route(
+                "/v1/pets",
+                GET=Operation("listPets", self.list_pets, scope=keys.READ, status=200),
+                POST=Operation(
+                    "createPet",
+                    self.create_pet,
+                    scope=keys.WRITE,
+                    status=201,
+                    body=NewPet,
+                    idempotent=True,
+                ),
+            ),
+            Route(
+                "/v1/pets/{petId}",
+                GET=Operation(
+                    "getPet",
+                    self.get_pet,
+                    scope=keys.READ,
+                    status=200,
+                    deprecated=self.deprecation,
+                ),
+            ),
+        ]
 
     async def list_pets(
         self, request: Request, response: Response, _body: None, _key: str | None
@@ -80,7 +113,11 @@ class PetsApi:
         headers = (
             []
             if next_cursor is None
-            else [links.next_link(self.links.base(request), next_cursor, limit, status)]
+            else [
+                links.next_link(
+                    self.links.base(request), cursor=next_cursor, limit=limit, status=status
+                )
+            ]
         )
         await response.respond(200, body, headers)
 

@@ -6,11 +6,8 @@ the request, start its answer with the D18 headers, open its span, run its handl
 within the request timeout (D25; an unknown path is 404, a method the path lacks 405
 with ``Allow``) and answer its error (:func:`petstore.server.errors.render`: a
 ``PetstoreError`` as itself, anything else as 500 ``internal_error``, logged), and
-last, however it ended, its metrics and access line. Before the handler of an
-operation of the interface runs, the pipeline does what its declaration
-(:class:`.routes.Operation`) says, in :meth:`Service._answer`: admit the caller for
-its scope, then check the content type, read the Idempotency-Key and read and
-decode the body.
+last, however it ended, its metrics and access line. An operation's declaration
+(:class:`.routes.Operation`) says what runs before its handler (:meth:`Service._answer`).
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ if TYPE_CHECKING:
 from petstore.server import errors
 from petstore.server.http import parsing
 from petstore.server.http.deadlines import Deadlines
-from petstore.server.http.exchange import BodyReader, Request, Response
+from petstore.server.http.exchange import SECURITY_HEADERS, BodyReader, Request, Response
 from petstore.server.http.lifespan import run_lifespan
 from petstore.server.http.reading import read_request
 from petstore.server.http.routes import Operation, Route, Router
@@ -37,13 +34,6 @@ from petstore.server.rules.admission import Admission
 from petstore.server.telemetry import logs, tracing
 from petstore.server.telemetry.metrics import Metrics
 
-#: D18, OWASP REST Security Cheat Sheet.
-SECURITY_HEADERS = [
-    (b"cache-control", b"no-store"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"content-security-policy", b"frame-ancestors 'none'"),
-]
 _NO_SUCH_PATH = "no such path; the API lives under /v1 (see /v1/docs)"
 #: The status logged and counted for a request that ended before its answer started.
 CLIENT_CLOSED_REQUEST = 499
@@ -152,16 +142,12 @@ class Service:
         raised, and 503 when the request timeout (D25) cut it short: 400 instead while
         the request body is still arriving (then the client is the slow one, D17).
 
-        An operation (:class:`.routes.Operation`) is run in the order a client sees its
-        refusals: a deprecated one's headers go on the answer first (D14); the caller
-        is admitted for its scope (401, 403, 429: :meth:`Admission.admit`, then
-        :meth:`Response.admit`) and a deprecated operation past its sunset is 410;
-        then, for an operation with a body, its ``Content-Type`` is checked (415), its
-        Idempotency-Key read where it takes one (400), and the body read (413, 400:
-        D17) and decoded (400: D1-D4); the handler gets the body and the key.
-
-        One coroutine for all of it, not one inside another: a coroutine a request
-        fewer."""
+        An operation runs as declared, in the order a client sees refusals: a
+        deprecated one's headers first (D14); admission for its scope (401, 403, 429),
+        then 410 past a sunset; the ``Content-Type`` where it takes a body (415), the
+        Idempotency-Key where it takes one (400, D16), the body read (413, 400: D17)
+        and decoded (400: D1-D4), both handed to its handler. One coroutine for all of
+        it, not one inside another: a coroutine a request fewer."""
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
         try:
@@ -182,10 +168,8 @@ class Service:
                 deprecation = answer.deprecated
                 if deprecation is not None:
                     response.add_headers(deprecation.headers(request))
-                authorization = request.headers.get(b"authorization")
-                response.admit(
-                    await self.admission.admit(authorization, request.client, answer.scope)
-                )
+                auth = request.headers.get(b"authorization")
+                response.admit(await self.admission.admit(auth, request.client, answer.scope))
                 if deprecation is not None:
                     deprecation.check(request)
                 body = key = None

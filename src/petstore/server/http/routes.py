@@ -1,8 +1,9 @@
 """Routes: a path template and what answers each of its methods, and what each
 operation of the interface is (:class:`Operation`).
 
-The table itself is in :func:`petstore.server.app.create_app`; :class:`Router` finds a
-request's route. Templates are exact paths, or end in one ``{name}`` segment (any
+The table itself is listed in :func:`petstore.server.app.create_app`, the operations'
+routes in :meth:`.operations.PetsApi.routes`; :class:`Router` finds a request's
+route. Templates are exact paths, or end in one ``{name}`` segment (any
 text without ``/``), or in ``{name:path}`` (the rest of the path). Matching is a
 dict lookup for exact paths and a prefix test for the few others: the operations
 run thousands of times a second, and a general router costs more than they do.
