@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
 from starlette.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -43,9 +44,9 @@ class Service:
     """Serves ``routes``; ``lifespan()`` is entered at startup and left at shutdown
     (the ASGI lifespan protocol). The callers of operations are admitted by
     ``admission`` (D12-D15, D21, D22) and their request bodies read by ``bodies``
-    (D17). ``metrics`` counts every request; with
-    ``trust_forwarded`` the client address and scheme come from the load balancer's
-    ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
+    (D17). ``metrics`` counts every request; with ``trust_forwarded`` the client
+    address and scheme come from the load balancer's ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
     request is a server span, the child of the caller's ``traceparent``. A handler
     running ``request_timeout`` seconds (> 0) is cancelled and answered 503
     ``unavailable`` with ``Retry-After`` (D25); access lines go to the app's
@@ -227,7 +228,7 @@ class Service:
             path=request.path,
             headers=request.scope["headers"],
         ) as span:
-            request = request._replace(trace_id=format(span.get_span_context().trace_id, "032x"))
+            request = replace(request, trace_id=f"{span.get_span_context().trace_id:032x}")
             try:
                 await self._answer(request, route, response)
             finally:
