@@ -81,10 +81,12 @@ class PetsApi:
         return [
             Route(
                 "/v1/pets",
-                GET=Operation("listPets", self.list_pets, scope=keys.READ, status=200),
+                GET=Operation(
+                    operation_id="listPets", handler=self.list_pets, scope=keys.READ, status=200
+                ),
                 POST=Operation(
-                    "createPet",
-                    self.create_pet,
+                    operation_id="createPet",
+                    handler=self.create_pet,
                     scope=keys.WRITE,
                     status=201,
                     body=NewPet,
@@ -94,8 +96,8 @@ class PetsApi:
             Route(
                 "/v1/pets/{petId}",
                 GET=Operation(
-                    "getPet",
-                    self.get_pet,
+                    operation_id="getPet",
+                    handler=self.get_pet,
                     scope=keys.READ,
                     status=200,
                     deprecated=self.deprecation,

@@ -12,7 +12,7 @@ run thousands of times a second, and a general router costs more than they do.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -38,7 +38,7 @@ BODY_DECODERS: dict[type[msgspec.Struct], Callable[[bytes], msgspec.Struct]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Operation:
     """An operation of the interface, declared once: what the OpenAPI document says of
     it (``tests/server/http/test_operations.py`` holds the two together), and what the
@@ -60,7 +60,6 @@ class Operation:
 
     operation_id: str
     handler: OperationHandler
-    _: KW_ONLY
     scope: str
     status: int
     body: type[msgspec.Struct] | None = None
