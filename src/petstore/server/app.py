@@ -1,9 +1,11 @@
 """``create_app(settings)``: every path the service answers, and what it is built from.
 
 Start reading here. :func:`create_app` builds everything a request needs (nothing at
-import time) and lists the route table; the lifespan only opens and closes
-connections. A request then goes: :mod:`.http.pipeline` (request id, route, errors,
-access log) -> :mod:`.http.operations` (the operation) -> the rules
+import time) and lists the route table (the operations' declarations are beside
+their rules: :meth:`.http.operations.PetsApi.routes`); the lifespan only opens and closes
+connections. A request then goes: :mod:`.http.pipeline` (request id, route; for an
+operation, what its declaration on the route table says: admission, the body;
+errors, access log) -> :mod:`.http.operations` (the operation's rule) -> the rules
 (:mod:`.rules.pets`, :mod:`.rules.pagination`, :mod:`.rules.idempotency`,
 :mod:`.rules.auth`, :mod:`.rules.ratelimit`) -> :mod:`.store` (SQL).
 docs/architecture.md draws it.
@@ -27,13 +29,14 @@ from petstore.server import errors, shutdown
 from petstore.server.clock import Clock, Monotonic, monotonic, utc_now
 from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
+from petstore.server.http.deprecation import Deprecation
 from petstore.server.http.docs import DocsPages
 from petstore.server.http.exchange import BodyReader, Request, Response
 from petstore.server.http.links import link_base
-from petstore.server.http.operations import Creates, Deprecation, PetsApi
+from petstore.server.http.operations import Creates, PetsApi
 from petstore.server.http.pipeline import Service
-from petstore.server.http.routes import Operation, Route
-from petstore.server.rules import pagination
+from petstore.server.http.routes import Route
+from petstore.server.rules import pagination, pets
 from petstore.server.rules.admission import Admission
 from petstore.server.rules.auth import KeyVerifier
 from petstore.server.rules.auth_failures import FailedAuthentications
@@ -114,29 +117,32 @@ def create_app(
     if rate_limiter is not None:
         limiter = rate_limiter
         metrics.watch_rate_limit_store(lambda: limiter.store_error is not None)
+    admission = Admission(
+        KeyVerifier(
+            store.api_keys,
+            clock=clock,
+            monotonic=monotonic,
+            cache_seconds=settings.key_cache_seconds,
+        ),
+        rate_limiter,
+        None
+        if settings.auth_failure_limit is None
+        else FailedAuthentications.from_notation(settings.auth_failure_limit, clock=monotonic),
+    )
+    links = link_base(settings)
     pets_api = PetsApi(
         store,
         pages=pages,
-        admission=Admission(
-            KeyVerifier(
-                store.api_keys,
-                clock=clock,
-                monotonic=monotonic,
-                cache_seconds=settings.key_cache_seconds,
-            ),
-            rate_limiter,
-            None
-            if settings.auth_failure_limit is None
-            else FailedAuthentications.from_notation(settings.auth_failure_limit, clock=monotonic),
+        creates=Creates(idempotency=IdempotentCreates(), clock=clock, metrics=metrics),
+        deprecation=Deprecation(  # getPet's (D14)
+            date=settings.deprecation_date,
+            sunset=pets.SUNSET,
+            replacement=pets.REPLACEMENT,
+            clock=clock,
+            links=links,
         ),
-        creates=Creates(
-            BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
-            IdempotentCreates(),
-            clock,
-            metrics,
-        ),
-        deprecation=Deprecation(settings.deprecation_date, clock),
-        links=link_base(settings),
+        links=links,
+        rate_limiter=rate_limiter,
         drain_marker=drain_marker,
     )
     docs = DocsPages(settings)
@@ -146,12 +152,7 @@ def create_app(
         await response.respond(200, metrics.render(), content_type=METRICS_CONTENT_TYPE)
 
     routes = [
-        Route(
-            "/v1/pets",
-            GET=Operation("listPets", pets_api.list_pets),
-            POST=Operation("createPet", pets_api.create_pet),
-        ),
-        Route("/v1/pets/{petId}", GET=Operation("getPet", pets_api.get_pet)),
+        *pets_api.routes(),  # the operations of the interface, each declared once
         Route("/v1/openapi.json", GET=docs.openapi_json),
         Route("/v1/docs", GET=docs.docs_page),
         Route("/v1/docs/init.js", GET=docs.docs_init),
@@ -190,6 +191,8 @@ def create_app(
     return Service(
         routes,
         lifespan=lifespan,
+        admission=admission,
+        bodies=BodyReader(limit=settings.max_body_bytes, within=settings.body_timeout_seconds),
         metrics=metrics,
         trust_forwarded=settings.trust_forwarded_headers,
         tracer=None if traces is None else traces.tracer,

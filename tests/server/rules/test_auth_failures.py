@@ -37,10 +37,7 @@ class Lookups:
     """Counts the store's key lookups of an app (each one a database read)."""
 
     def __init__(self, app: Service) -> None:
-        matched = app.router.match("/v1/pets")
-        assert matched is not None
-        pets_api = matched[0].methods["GET"][0].__self__  # type: ignore[attr-defined]
-        api_keys = pets_api.admission.verifier._api_keys
+        api_keys = app.admission.verifier._api_keys
         found = api_keys.find
         self.count = 0
 

@@ -2,18 +2,20 @@
 (:class:`Request`), the answer being built (:class:`Response`), and reading a request
 body within its limits (:class:`BodyReader`, D17).
 
-Plain ASGI, no framework: the request path of the three operations is the hot path,
+Plain ASGI, no framework: the request path of the operations is the hot path,
 and Starlette's request, response and routing layers cost a measurable share of
 each request there (docs/performance.md). Everything here is about bytes on the
-wire; what an operation means lives in :mod:`petstore.server.http.operations`.
+wire; what an operation is lives on the route table (:mod:`.routes`), its rule in
+:mod:`.operations`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+import msgspec
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -25,13 +27,23 @@ if TYPE_CHECKING:
 
 Header = tuple[bytes, bytes]
 JSON = b"application/json"
+#: The headers on every answer, which the pipeline starts with them (D18, OWASP REST
+#: Security Cheat Sheet).
+SECURITY_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+]
 #: Seconds between checks of the request bodies being read against their deadline: a
 #: stalled body is cut off between ``body_timeout_seconds`` and this much later (D17).
 BODY_CHECK_SECONDS = 0.25
 
 
-class Request(NamedTuple):
-    """What a request says, read once by the pipeline and never changed.
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    """What a request says, read once by the pipeline and never changed (a frozen
+    struct, built by keyword: of its members, several share a type; msgspec builds
+    one in half the time of a named tuple built by position).
 
     ``scheme`` and ``client`` (address, port) are the load balancer's ``X-Forwarded-*``
     values where those are trusted; ``headers`` maps each lower-case name to its first

@@ -87,7 +87,7 @@ def link_base(settings: Settings) -> LinkBase:
     return LinkBase(fallback=fallback, allowed_hosts=allowed)
 
 
-def next_link(base: str, cursor: str, limit: int, status: PetStatus | None) -> Header:
+def next_link(base: str, *, cursor: str, limit: int, status: PetStatus | None) -> Header:
     """The ``Link`` header naming the next page (D9, RFC 8288) under ``base``,
     keeping ``limit`` and ``status``. Every value is URL-safe as it is (a decimal, a
     PetStatus, an unpadded base64url cursor), so none needs percent-encoding."""

@@ -6,7 +6,8 @@ the request, start its answer with the D18 headers, open its span, run its handl
 within the request timeout (D25; an unknown path is 404, a method the path lacks 405
 with ``Allow``) and answer its error (:func:`petstore.server.errors.render`: a
 ``PetstoreError`` as itself, anything else as 500 ``internal_error``, logged), and
-last, however it ended, its metrics and access line.
+last, however it ended, its metrics and access line. An operation's declaration
+(:class:`.routes.Operation`) says what runs before its handler (:meth:`Service._answer`).
 """
 
 from __future__ import annotations
@@ -17,27 +18,23 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
 from starlette.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 from petstore.server import errors
+from petstore.server.http import parsing
 from petstore.server.http.deadlines import Deadlines
-from petstore.server.http.exchange import Request, Response
+from petstore.server.http.exchange import SECURITY_HEADERS, BodyReader, Request, Response
 from petstore.server.http.lifespan import run_lifespan
 from petstore.server.http.reading import read_request
-from petstore.server.http.routes import Route, Router
+from petstore.server.http.routes import Operation, Route, Router
+from petstore.server.rules.admission import Admission
 from petstore.server.telemetry import logs, tracing
 from petstore.server.telemetry.metrics import Metrics
 
-#: D18, OWASP REST Security Cheat Sheet.
-SECURITY_HEADERS = [
-    (b"cache-control", b"no-store"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"content-security-policy", b"frame-ancestors 'none'"),
-]
 _NO_SUCH_PATH = "no such path; the API lives under /v1 (see /v1/docs)"
 #: The status logged and counted for a request that ended before its answer started.
 CLIENT_CLOSED_REQUEST = 499
@@ -45,9 +42,11 @@ CLIENT_CLOSED_REQUEST = 499
 
 class Service:
     """Serves ``routes``; ``lifespan()`` is entered at startup and left at shutdown
-    (the ASGI lifespan protocol). ``metrics`` counts every request; with
-    ``trust_forwarded`` the client address and scheme come from the load balancer's
-    ``X-Forwarded-For`` and ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
+    (the ASGI lifespan protocol). The callers of operations are admitted by
+    ``admission`` (D12-D15, D21, D22) and their request bodies read by ``bodies``
+    (D17). ``metrics`` counts every request; with ``trust_forwarded`` the client
+    address and scheme come from the load balancer's ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto``. With a ``tracer`` (D23), each
     request is a server span, the child of the caller's ``traceparent``. A handler
     running ``request_timeout`` seconds (> 0) is cancelled and answered 503
     ``unavailable`` with ``Retry-After`` (D25); access lines go to the app's
@@ -58,6 +57,8 @@ class Service:
         routes: list[Route],
         *,
         lifespan: Callable[[], AbstractAsyncContextManager[None]],
+        admission: Admission,
+        bodies: BodyReader,
         metrics: Metrics,
         trust_forwarded: bool = False,
         tracer: Tracer | None = None,
@@ -67,6 +68,8 @@ class Service:
         self.router = Router(routes)
         self.tracer = tracer
         self.lifespan = lifespan
+        self.admission = admission
+        self.bodies = bodies
         self.metrics = metrics
         self.trust_forwarded = trust_forwarded
         self.request_timeout = request_timeout
@@ -119,11 +122,7 @@ class Service:
         counted and logged as 499, nginx's "client closed request". Metrics label a
         request by its operation id, else its route's template, else ``unmatched``."""
         status = response.status or CLIENT_CLOSED_REQUEST
-        if route is None:
-            label = "unmatched"
-        else:
-            answer = route.methods.get(request.method)
-            label = route.template if answer is None else answer[1]
+        label = "unmatched" if route is None else route.labels.get(request.method, route.template)
         self.metrics.record(label, status, seconds)
         client = request.client
         self.access_log.access(
@@ -144,7 +143,12 @@ class Service:
         raised, and 503 when the request timeout (D25) cut it short: 400 instead while
         the request body is still arriving (then the client is the slow one, D17).
 
-        One coroutine for both, not one inside the other: a coroutine a request fewer."""
+        An operation runs as declared, in the order a client sees refusals: a
+        deprecated one's headers first (D14); admission for its scope (401, 403, 429),
+        then 410 past a sunset; the ``Content-Type`` where it takes a body (415), the
+        Idempotency-Key where it takes one (400, D16), the body read (413, 400: D17)
+        and decoded (400: D1-D4), both handed to its handler. One coroutine for all of
+        it, not one inside another: a coroutine a request fewer."""
         deadlines = self._deadlines
         task = deadlines.watch()  # ASGI apps are called in a task
         try:
@@ -159,7 +163,25 @@ class Service:
                         "this path does not support that method; see the Allow header",
                         allow=route.allow,
                     )
-                await answer[0](request, response)
+                if not isinstance(answer, Operation):
+                    await answer(request, response)
+                    return
+                deprecation = answer.deprecated
+                if deprecation is not None:
+                    response.add_headers(deprecation.headers(request))
+                auth = request.headers.get(b"authorization")
+                response.admit(await self.admission.admit(auth, request.client, answer.scope))
+                if deprecation is not None:
+                    deprecation.check(request)
+                body = key = None
+                decode = answer.decode
+                if decode is not None:
+                    parsing.check_json_content_type(request.header(b"content-type"))
+                if answer.idempotent:
+                    key = parsing.parse_idempotency_key(request.header(b"idempotency-key"))
+                if decode is not None:
+                    body = decode(await self.bodies.read(request, response))
+                await answer.handler(request, response, body, key)
             except errors.PetstoreError as exc:
                 if response.status == 0:
                     await response.fail(exc)
@@ -206,7 +228,7 @@ class Service:
             path=request.path,
             headers=request.scope["headers"],
         ) as span:
-            request = request._replace(trace_id=format(span.get_span_context().trace_id, "032x"))
+            request = replace(request, trace_id=f"{span.get_span_context().trace_id:032x}")
             try:
                 await self._answer(request, route, response)
             finally:

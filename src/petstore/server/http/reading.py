@@ -76,19 +76,19 @@ def read_request(
     path = scope["path"]
     route, path_param = router.match(path) or (None, "")
     request = Request(
-        scope["method"],
-        path,
-        scope["query_string"],
-        scheme,
-        client,
-        headers,
-        request_id,
-        None if traceparent is None else tracing.trace_id_of(traceparent),
-        None if route is None else route.template,
-        path_param,
-        scope,
-        receive,
-        malformed(scope, headers),
+        method=scope["method"],
+        path=path,
+        query=scope["query_string"],
+        scheme=scheme,
+        client=client,
+        headers=headers,
+        request_id=request_id,
+        trace_id=None if traceparent is None else tracing.trace_id_of(traceparent),
+        route=None if route is None else route.template,
+        path_param=path_param,
+        scope=scope,
+        receive=receive,
+        malformed=malformed(scope, headers),
     )
     return request, route
 

@@ -1,0 +1,67 @@
+"""A deprecated operation's answers (D14): the headers every one of them carries, and
+410 from its sunset on.
+
+The route table marks an operation deprecated with a :class:`Deprecation`
+(:class:`.routes.Operation`); the pipeline puts its :meth:`~Deprecation.headers` on
+the answer before anything else, so errors carry them too, and calls
+:meth:`~Deprecation.check` once the caller is admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from email.utils import format_datetime
+
+from lru import LRU
+
+from petstore.server import errors
+from petstore.server.http.exchange import Header, Request
+from petstore.server.http.links import LinkBase
+
+
+class Deprecation:
+    """An operation deprecated on ``date``, removed on ``sunset`` (both aware
+    datetimes; ``clock`` says when it has come) in favour of ``replacement`` (how to do
+    the same, in words); its deprecation page is linked under the base of ``links``."""
+
+    def __init__(
+        self,
+        *,
+        date: datetime,
+        sunset: datetime,
+        replacement: str,
+        clock: Callable[[], datetime],
+        links: LinkBase,
+    ) -> None:
+        self.date = date
+        self.sunset = sunset
+        self.replacement = replacement
+        self.clock = clock
+        self.links = links
+        self._headers: list[Header] = [
+            (b"deprecation", f"@{int(date.timestamp())}".encode()),  # RFC 9745
+            (b"sunset", format_datetime(sunset, usegmt=True).encode()),  # RFC 8594
+        ]
+        self._headers_by_base: LRU[str, list[Header]] = LRU(64)
+
+    def headers(self, request: Request) -> list[Header]:
+        """The ``Deprecation``, ``Sunset`` and ``Link: rel="deprecation"`` fields of an
+        answer to ``request``, the link absolute under its base (:mod:`.links`); built
+        once for each base, the 64 last used kept."""
+        base = self.links.base(request)
+        headers = self._headers_by_base.get(base)
+        if headers is None:
+            link = f'<{base}v1/docs/deprecations>; rel="deprecation"; type="text/html"'.encode()
+            headers = self._headers_by_base[base] = [*self._headers, (b"link", link)]
+        return headers
+
+    def check(self, request: Request) -> None:
+        """Raise Gone (410) from the sunset on (interface: Versioning), naming the
+        operation of ``request`` (``HEAD`` as the ``GET`` it is) and its replacement."""
+        if self.clock() >= self.sunset:
+            method = "GET" if request.method == "HEAD" else request.method
+            removed = format_datetime(self.sunset, usegmt=True)
+            raise errors.Gone(
+                f"{method} {request.route} was removed on {removed}; use {self.replacement}"
+            )
