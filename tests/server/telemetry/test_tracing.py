@@ -185,10 +185,10 @@ def test_without_an_exporter_nothing_of_opentelemetry_is_loaded(tmp_path: Path) 
 
 def dialect_statements() -> list[Any]:
     """Every statement of both dialects, named ``<dialect>-<part>.<statement>``."""
-    from petstore.server.store import postgres, sqlite
+    from petstore.server.store import postgres, sqlite_sql
 
     found = []
-    for name, dialect in (("sqlite", sqlite.DIALECT), ("postgresql", postgres.DIALECT)):
+    for name, dialect in (("sqlite", sqlite_sql.DIALECT), ("postgresql", postgres.DIALECT)):
         for part, statements in dialect._asdict().items():
             if isinstance(statements, str):
                 found.append(pytest.param(statements, id=f"{name}-{part}"))

@@ -184,7 +184,8 @@ def create_store(
     database: Database
     path = config.sqlite_path(url)
     if path is not None:
-        from petstore.server.store.sqlite import DIALECT, SQLiteDatabase
+        from petstore.server.store.sqlite import SQLiteDatabase
+        from petstore.server.store.sqlite_sql import DIALECT
 
         database, dialect = SQLiteDatabase(path), DIALECT
     elif config.is_postgres(url):
