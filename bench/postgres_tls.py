@@ -31,7 +31,6 @@ import os
 import secrets
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +45,7 @@ from psycopg.rows import TupleRow
 
 from bench import capture, compare, postgres_server, report, seed, servers, wrk
 from bench.postgres_server import NAMES, SIDES
-from bench.run import select_scenarios, stop_on_sigterm
+from bench.run import guarded, select_scenarios
 from testbed.processes import child_pids
 
 #: The largest cost the issue allows: TLS/plain req/s at least this on every scenario.
@@ -276,18 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     failed, 2 bad flags, 130 interrupted."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    stop_on_sigterm()
-    try:
-        return _run(args, argv)
-    except KeyboardInterrupt:
-        print("\ninterrupted: every process started was stopped", file=sys.stderr)
-        return 130
-    except subprocess.CalledProcessError as exc:
-        print(f"failed: {shlex.join(map(str, exc.cmd))}\n{exc.stdout}{exc.stderr}", file=sys.stderr)
-        return 1
-    except (wrk.WrkError, capture.CaptureError, RuntimeError, OSError) as exc:
-        print(f"failed: {exc}", file=sys.stderr)
-        return 1
+    return guarded(lambda: _run(args, argv))
 
 
 if __name__ == "__main__":

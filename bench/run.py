@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,14 +170,21 @@ def main(argv: list[str] | None = None) -> int:
     0 done, 1 a step failed, 2 bad flags, 130 interrupted."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    return guarded(lambda: _run(args, argv))
+
+
+def guarded(run: Callable[[], int]) -> int:
+    """``run()``'s exit code, everything it starts stopped on SIGTERM too; a failed
+    step said in one message on stderr and 1, Ctrl-C 130."""
     stop_on_sigterm()
     try:
-        return _run(args, argv)
+        return run()
     except KeyboardInterrupt:
         print("\ninterrupted: every process started was stopped", file=sys.stderr)
         return 130
     except subprocess.CalledProcessError as exc:
-        print(f"failed: {shlex.join(exc.cmd)}\n{exc.stdout}{exc.stderr}", file=sys.stderr)
+        print(f"failed: {shlex.join(map(str, exc.cmd))}\n{exc.stdout}{exc.stderr}",
+              file=sys.stderr)  # fmt: skip
         return 1
     except (wrk.WrkError, capture.CaptureError, RuntimeError, OSError) as exc:
         print(f"failed: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,8 +171,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every variant ``--repeat`` times in turns; Markdown on stdout."""
-    import time
-
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     load = wrk.Load(
