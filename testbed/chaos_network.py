@@ -109,13 +109,15 @@ def run(
             print(f"The deployment did not recover: {broken}", file=out)
             _keep_logs(root, out)
             return {"broken": 1}
+        limits = limit_probe.judge(answers, notes.redis_outages)
+        if limits.late:  # the instances' logs say why a count failed
+            _keep_logs(root, out)
     finally:
         cluster.down()
     for line in notes.measured:
         print(f"  measured: {line}", file=out)
     for note in notes.broken:
         print(f"  broken promise: {note}", file=out)
-    limits = limit_probe.judge(answers, notes.redis_outages)
     found = [key, probe_key, *hashes]
     seen = look_at_the_wire(root / "wire.pcap", cluster, found, canary, out=out)
     counts = report(book.ops, windows, stored, disagreements(views), limits, out=out)
