@@ -1,8 +1,9 @@
 """A loopback TCP proxy for the tests of D25: it forwards bytes between a client and
 one server, and can stop forwarding (as a paused or cut-off host: the kernel still
 acknowledges, nothing answers), cut a connection at the moment a PostgreSQL
-``COMMIT`` passes, before or after the server got it, or stop forwarding right
-before a ``COMMIT`` (the transaction's statements delivered, its end never)."""
+``COMMIT`` passes, before or after the server got it, stop forwarding right
+before a ``COMMIT`` (the transaction's statements delivered, its end never), or close
+every connection as a restarted server does."""
 
 from __future__ import annotations
 
@@ -76,6 +77,19 @@ class TcpProxy:
     def resume(self) -> None:
         """Forward again, the held bytes first."""
         self._forwarding.set()
+
+    @property
+    def accepted(self) -> int:
+        """Connections accepted so far."""
+        with self._lock:
+            return len(self._links)
+
+    def close_all(self) -> None:
+        """Close every connection accepted so far, both ways, as a server that restarts
+        does; new ones are forwarded as before."""
+        with self._lock:
+            for link in self._links:
+                link.cut()
 
     def _spawn(self, target: object, *args: object) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]

@@ -460,7 +460,9 @@ def test_after_a_failed_count_redis_is_left_alone_for_a_second_then_counted_agai
 
         await hit()  # counted
         proxy.pause()
+        connections = proxy.accepted
         await hit()  # waits for its call's timeout, fails open
+        assert proxy.accepted == connections  # a timeout is not tried again
         now[0] += 0.5
         await hit()  # within the second: fails open without a call
         proxy.resume()
@@ -474,6 +476,36 @@ def test_after_a_failed_count_redis_is_left_alone_for_a_second_then_counted_agai
     assert [counted for counted, _ in seen] == [True, False, False, True]
     assert seen[1][1] >= REDIS_TIMEOUT_SECONDS
     assert seen[2][1] < 0.05  # no call at all
+
+
+def test_connections_redis_closed_while_pooled_count_again_without_failing_open(
+    fresh_redis: str,
+) -> None:
+    """After Redis restarts, the connections opened before it are closed: a burst that
+    takes them all from the pool, and more, is counted, none failing open."""
+    port = int(fresh_redis.rsplit(":", 1)[1].split("/")[0])
+
+    async def run(proxy: TcpProxy) -> tuple[list[bool], list[bool], int]:
+        counters = Counters(f"redis://127.0.0.1:{proxy.port}/0")
+        limiter = RateLimiter("100/minute", counters=counters)
+
+        async def burst(keys: int) -> list[bool]:
+            quotas = await asyncio.gather(*(limiter.hit(key) for key in range(keys)))
+            return [quota is not None for quota in quotas]
+
+        before = await burst(4)  # four keys in one turn: four pooled connections
+        opened = proxy.accepted
+        proxy.close_all()  # Redis restarted
+        await asyncio.sleep(0.1)
+        after = await burst(8)
+        await limiter.close()
+        return before, after, opened
+
+    with TcpProxy(port) as proxy:
+        before, after, opened = asyncio.run(run(proxy))
+    assert opened == 4
+    assert before == [True] * 4
+    assert after == [True] * 8
 
 
 def test_readyz_says_failing_open_when_redis_is_unreachable_before_any_request(

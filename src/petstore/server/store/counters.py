@@ -5,7 +5,8 @@ The ``limits`` library counts; this module only chooses and owns its storage, so
 the rules (:mod:`petstore.server.rules.ratelimit`) import no driver. A Redis that
 does not answer within :data:`REDIS_TIMEOUT_SECONDS` (a new connection within
 :data:`REDIS_CONNECT_SECONDS`) is a failed call, which the rate limiter turns into
-failing open.
+failing open; a call on a connection Redis has closed is tried once more on a new one
+(:data:`REDIS_RETRY`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import socket
 
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from redis.asyncio import ConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 #: How long one Redis call on an open connection may take: a limit check must never
 #: hold a request up for long (D15 fails open instead).
@@ -34,6 +38,14 @@ REDIS_KEEPALIVE_OPTIONS = {
     socket.TCP_KEEPCNT: 3,
     socket.TCP_USER_TIMEOUT: 2000,
 }
+#: A call whose connection turns out closed (Redis restarted or closed it while it sat
+#: in the pool: "Connection lost", "reset by peer") is tried once more on a new
+#: connection, at once. Without it each connection opened before a Redis restart fails
+#: the first count it is taken for, however long Redis has been back, and the worker
+#: fails open for a second (``rules.ratelimit``). A timeout is not tried again: a Redis
+#: that does not answer costs a request one wait, not two. A call cut after Redis
+#: counted it is counted twice: one hit too many, never one too few.
+REDIS_RETRY = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
 #: Seconds a pooled Redis connection may sit idle before it is tested (a PING) when
 #: next taken: only after a quiet spell, so it adds no round trip under load.
 REDIS_HEALTH_CHECK_SECONDS = 30
@@ -56,6 +68,7 @@ class Counters:
                 socket_keepalive=True,
                 socket_keepalive_options=REDIS_KEEPALIVE_OPTIONS,
                 health_check_interval=REDIS_HEALTH_CHECK_SECONDS,
+                retry=REDIS_RETRY,
             )
             self._redis = RedisStorage(
                 f"async+{redis_url}",
