@@ -23,6 +23,8 @@ from petstore.server.store import (
 )
 from petstore.server.store.group_commit import GroupCommit
 from petstore.server.store.postgres import DIALECT, ID_ORDER_LOCK, PostgresDatabase
+from petstore.server.store.postgres_connections import Call
+from petstore.server.store.rows import Row
 from tests.conftest import ALL_SCOPES_DEFAULT_LIMIT, NOW, postgres_admin_url, postgres_database
 
 T = TypeVar("T")
@@ -458,6 +460,26 @@ def test_a_write_on_a_cut_connection_is_unavailable_and_not_run_twice(url: str) 
         assert key.name == "next"
 
     run(url, scenario)
+
+
+def test_a_connection_cut_after_its_last_statement_is_not_lent_again(url: str) -> None:
+    """A call given up on (cancelled, or past its bound) just after its connection
+    answered its last statement: that connection is cut and looks sound, and the next
+    write (never run twice) must not be lent it."""
+
+    async def scenario() -> list[Row]:
+        database = PostgresDatabase(url, size=1)
+        await database.open()
+        try:
+            call = Call()
+            async with database._lend(call) as conn:
+                await conn.fetch("SELECT 1 AS one")
+                call.cut()  # the caller stopped waiting as the answer arrived
+            return await database.write("SELECT 2 AS two")
+        finally:
+            await database.close()
+
+    assert asyncio.run(scenario()) == [{"two": 2}]
 
 
 def test_close_commits_creates_already_queued(url: str) -> None:

@@ -148,6 +148,8 @@ class PostgresDatabase:
             yield conn
         finally:
             call.conn = None
+            if call.expired:  # cut after its last read: it looks sound, its socket is shut
+                await conn.close()  # so the pool drops it instead of lending it again
             await self._pool.putconn(conn)
 
     async def _borrow(self, call: Call) -> Connection:
