@@ -231,6 +231,27 @@ def test_the_worker_app_keeps_its_long_lived_objects_out_of_collections(tmp_path
     assert collectable < frozen // 100
 
 
+def test_the_worker_collects_its_youngest_objects_every_gc_threshold_allocations(
+    tmp_path: Path,
+) -> None:
+    """The worker's app factory leaves the youngest generation of objects uncollected
+    for ``GC_THRESHOLD`` allocations, not Python's 700 (docs/performance.md). In a
+    child interpreter, as in a worker."""
+    script = (
+        "import gc\n"
+        "from petstore.cli.worker import GC_THRESHOLD, app\n"
+        "app()\n"
+        "print(gc.get_threshold()[0], GC_THRESHOLD)\n"
+    )
+    env = {**os.environ, "PETSTORE_DATABASE_URL": f"sqlite:///{tmp_path / 'petstore.db'}"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    threshold, expected = map(int, result.stdout.split())
+    assert threshold == expected > 700
+
+
 def exchange(server: LiveServer, head: str) -> tuple[int, dict[str, object]]:
     """Send the request ``head`` (lines joined by CRLF, no body) byte for byte to
     ``server`` and read its answer whole; its status and JSON body."""
