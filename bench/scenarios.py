@@ -24,8 +24,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A named load: its wrk script, its SQLite target ratio (issue 6), and whether it only
-    reads."""
+    """A named load: its wrk script, its SQLite target ratio (issue 6; the reads S1-S3
+    raised to 0.60 by issue 62), and whether it only reads."""
 
     name: str
     title: str
@@ -35,9 +35,9 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("S1", "GET /v1/pets?limit=20", "s1.lua", 0.35, reads_only=True),
-    Scenario("S2", "GET /v1/pets?status=available&limit=100", "s2.lua", 0.20, reads_only=True),
-    Scenario("S3", "GET /v1/pets/{random id}", "s3.lua", 0.45, reads_only=True),
+    Scenario("S1", "GET /v1/pets?limit=20", "s1.lua", 0.60, reads_only=True),
+    Scenario("S2", "GET /v1/pets?status=available&limit=100", "s2.lua", 0.60, reads_only=True),
+    Scenario("S3", "GET /v1/pets/{random id}", "s3.lua", 0.60, reads_only=True),
     Scenario("S4", "POST /v1/pets", "s4.lua", 0.30, reads_only=False),
     Scenario("S5", 'follow rel="next" past 90% of the ids', "s5.lua", 0.30, reads_only=True),
     Scenario("S6", "80% S3, 15% S1, 5% S4", "s6.lua", 0.40, reads_only=False),
@@ -46,6 +46,9 @@ BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 
 #: The p99 of a read scenario may be at most this many times the baseline's.
 P99_FACTOR_TARGET = 3.0
+#: A durable create's slowest 1% (S4, on both stores, 64 connections): its p99 at most
+#: this many milliseconds (issue 62).
+CREATE_P99_MS_TARGET = 50.0
 #: PostgreSQL's targets: every scenario at half the baseline (issue 28; issue 6 asked
 #: S3 at 0.25 only).
 POSTGRES_TARGETS = {scenario.name: 0.50 for scenario in SCENARIOS}
