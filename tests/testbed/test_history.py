@@ -14,19 +14,11 @@ from testbed.final_state import disagreements
 from testbed.history import Op, Page, Pet, Verdict, Window, check
 from testbed.limit_probe import BOUND, LIMIT, Answer, judge
 from tests.members import changed, sample
-from tests.testbed.animals import pet
+from tests.testbed.animals import created, pet
 
 
 def create(key: str, pet_id: int, started: float, ended: float, status: str = "sold") -> Op:
-    return Op(
-        worker=0,
-        kind="create",
-        started=started,
-        ended=ended,
-        outcome="ok",
-        key=key,
-        value=pet(pet_id, key, status=status),
-    )
+    return created(key, pet_id, started, ended, status=status)
 
 
 def read(pet_id: int, started: float, value: Pet | None) -> Op:

@@ -11,20 +11,11 @@ from dataclasses import replace
 from testbed import recovery_check
 from testbed.ops import Op
 from testbed.restore import Restored
-from tests.testbed.animals import pet
+from tests.testbed.animals import created, pet
 
 
 def create(n: int, pet_id: int, started: float, ended: float) -> Op:
-    name = f"d0-{n}"
-    return Op(
-        worker=0,
-        kind="create",
-        started=started,
-        ended=ended,
-        outcome="ok",
-        key=name,
-        value=pet(pet_id, name, status="available"),
-    )
+    return created(f"d0-{n}", pet_id, started, ended, status="available")
 
 
 def drill(first: list[int], latest: list[int], *, next_id: int = 1000) -> recovery_check.Drill:
