@@ -30,6 +30,9 @@ SERVICE_EXTRA_ENV = {"PETSTORE_RATE_LIMIT": "1000000000/minute"}
 
 #: granian's header timeout as ``petstore serve`` sets it (its default setting, 10 s).
 HEADER_TIMEOUT_MS = 10_000
+#: The event loop ``petstore serve`` runs by default (``PETSTORE_EVENT_LOOP``), which
+#: the baseline runs too: the baseline is the most the service's own stack can serve.
+EVENT_LOOP = "uvloop"
 
 
 @dataclass
@@ -101,8 +104,9 @@ def service(*, database_url: str, cpu: int, log: Path, source: Path | None = Non
 
 
 def baseline(*, key: str, answers: Path, cpu: int, log: Path) -> Server:
-    """The raw ASGI app of ``bench.baseline`` under granian with one worker, replaying
-    the captured ``answers`` to requests that carry ``key``."""
+    """The raw ASGI app of ``bench.baseline`` under granian with one worker and the
+    service's event loop (:data:`EVENT_LOOP`), replaying the captured ``answers`` to
+    requests that carry ``key``."""
     port = processes.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PETSTORE_", "GRANIAN_"))}
     env.update(
@@ -111,7 +115,8 @@ def baseline(*, key: str, answers: Path, cpu: int, log: Path) -> Server:
     command = [
         "taskset", "-c", str(cpu), sys.executable, "-m", "granian",
         "--interface", "asgi", "--workers", "1", "--host", "127.0.0.1", "--port", str(port),
-        "--http1-header-read-timeout", str(HEADER_TIMEOUT_MS), "bench.baseline:app",
+        "--http1-header-read-timeout", str(HEADER_TIMEOUT_MS), "--loop", EVENT_LOOP,
+        "bench.baseline:app",
     ]  # fmt: skip
     return Server("baseline", command, env, log, port)
 

@@ -252,6 +252,37 @@ def test_the_worker_collects_its_youngest_objects_every_gc_threshold_allocations
     assert threshold == expected > 700
 
 
+@pytest.mark.parametrize("setting", [None, "asyncio"])
+def test_each_worker_runs_the_event_loop_the_settings_name(
+    tmp_path: Path, setting: str | None
+) -> None:
+    """uvloop unless ``PETSTORE_EVENT_LOOP`` says asyncio (docs/performance.md), as each
+    worker logs when it starts."""
+    server = LiveServer(tmp_path, env={} if setting is None else {"PETSTORE_EVENT_LOOP": setting})
+    server.start()
+    server.stop()
+    (worker_line,) = re.findall(r"worker \d+ serves on the \w+ event loop", server.output())
+    assert worker_line.endswith(f" {setting or 'uvloop'} event loop")
+
+
+def test_serve_refuses_uvloop_where_it_is_not_installed(tmp_path: Path) -> None:
+    """Where uvloop cannot be imported (Windows), ``serve`` names the setting that
+    turns it off instead of starting workers that cannot run."""
+    hidden = "import sys; sys.modules['uvloop'] = None; from petstore.cli.main import main; main()"
+    server = LiveServer(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", hidden, "serve"],
+        env=server.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "PETSTORE_EVENT_LOOP=asyncio" in result.stderr
+
+
 def exchange(server: LiveServer, head: str) -> tuple[int, dict[str, object]]:
     """Send the request ``head`` (lines joined by CRLF, no body) byte for byte to
     ``server`` and read its answer whole; its status and JSON body."""

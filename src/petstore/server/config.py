@@ -144,6 +144,9 @@ class Settings(secret_files.FileSettings):
     header_timeout_seconds: Annotated[int, Field(ge=1, le=300)] = 10
     #: Serve HTTP/2 (prior knowledge, or ALPN over TLS) beside HTTP/1.1 (cli/listening.py).
     http2: bool = False
+    #: The event loop each worker runs: ``uvloop`` (libuv's, the speed device of
+    #: docs/performance.md) or ``asyncio`` (the standard library's).
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
     #: TLS on ``host``:``port`` (docs/operations/tls.md): a PEM certificate, its chain
     #: after it, and its private key; both or neither. Without them ``serve`` speaks
     #: plain HTTP, which staging and production refuse beyond loopback.
