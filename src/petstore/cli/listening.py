@@ -39,15 +39,16 @@ def http_options(settings: Settings) -> dict[str, Any]:
     the middle of a header block cannot answer (RFC 9113, section 6.10: nothing but
     CONTINUATION may come between), so an unfinished head is cut within about the
     header timeout; an idle connection whose client answers PINGs stays open
-    (docs/operations/run.md).
+    (docs/operations/run.md). Each worker runs the event loop ``event_loop`` names.
     """
-    from granian.constants import HTTPModes
+    from granian.constants import HTTPModes, Loops
     from granian.http import HTTP1Settings, HTTP2Settings
 
     timeout = settings.header_timeout_seconds
     options: dict[str, Any] = {
         "http": HTTPModes.auto if settings.http2 else HTTPModes.http1,
         "http1_settings": HTTP1Settings(header_read_timeout=timeout * 1000),
+        "loop": Loops(settings.event_loop),
     }
     if settings.tls_certificate is not None:
         options.update(ssl_cert=settings.tls_certificate, ssl_key=settings.tls_key)

@@ -7,7 +7,6 @@ Every command reads the same ``PETSTORE_*`` settings as the server. Exit codes:
 from __future__ import annotations
 
 import errno
-import importlib.util
 import json
 import os
 import socket
@@ -27,7 +26,7 @@ from petstore.cli.store import BadSettings, settings_or_usage_error, with_store
 from petstore.server import shutdown
 from petstore.server.config import Environment, Settings, UnsupportedDatabaseError
 from petstore.server.rules import keys
-from petstore.server.settings_checks import tls_problem
+from petstore.server.settings_checks import event_loop_problem, tls_problem
 from petstore.server.store import Store, migrate
 from petstore.server.telemetry import logs
 from petstore.text import printable
@@ -165,18 +164,14 @@ def serve(
     whole process group drains the same. Ctrl-C stops at once, as gracefully.
     """
     from granian import Granian
-    from granian.constants import Interfaces, Loops
+    from granian.constants import Interfaces
 
     settings = settings_or_usage_error(
         host=host, port=port, workers=workers, migrate_on_start=migrate
     )
-    if (unusable := tls_problem(settings.tls_certificate, settings.tls_key)) is not None:
+    unusable = tls_problem(settings.tls_certificate, settings.tls_key)
+    if unusable or (unusable := event_loop_problem(settings.event_loop)):
         raise BadSettings(unusable)
-    if settings.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
-        raise BadSettings(
-            "PETSTORE_EVENT_LOOP=uvloop, but uvloop is not installed (it has no Windows "
-            "build): install it, or set PETSTORE_EVENT_LOOP=asyncio"
-        )
     create_dev_key = creates_dev_key(settings.environment, dev_key)
     # Workers build their app from the environment: hand them the same settings.
     for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
@@ -215,7 +210,6 @@ def serve(
             workers=settings.workers,
             workers_kill_timeout=shutdown.workers_kill_timeout(settings),
             log_access=False,
-            loop=Loops(settings.event_loop),
             **http_options(settings),
         )
         server.on_startup(drain.install)

@@ -4,6 +4,7 @@ problem one sentence naming its variables, for ``Settings``' validation
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import ssl
 from collections.abc import Mapping
@@ -58,6 +59,18 @@ def tls_problem(certificate: Path | None, key: Path | None) -> str | None:
         )
     except OSError as exc:
         return f"PETSTORE_TLS_CERTIFICATE or PETSTORE_TLS_KEY cannot be read: {exc.strerror}"
+    return None
+
+
+def event_loop_problem(event_loop: str) -> str | None:
+    """Why ``serve`` could not run its workers on ``event_loop`` (the setting
+    ``PETSTORE_EVENT_LOOP``), or None: uvloop where it cannot be imported (it has
+    no Windows build)."""
+    if event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        return (
+            "PETSTORE_EVENT_LOOP=uvloop, but uvloop is not installed (it has no Windows "
+            "build): install it, or set PETSTORE_EVENT_LOOP=asyncio"
+        )
     return None
 
 
