@@ -42,7 +42,9 @@ GRANIAN = "granian's own threads (Rust: HTTP, sockets)"
 #: granian's threads calling into Python: each request handed to the event loop
 #: (``call_soon_threadsafe``, a write to the loop's self-pipe).
 HAND_OFF = "granian handing requests to the loop"
-LOOP = "asyncio event loop"
+#: The event loop (uvloop, in C: its samples end in the Python frame that runs it) and
+#: granian's Python glue around each request's task.
+LOOP = "event loop"
 OTHER = "other Python"
 #: A request's steps, each with the modules (or ``module:function`` prefixes) whose
 #: frames belong to it. A sample belongs to the step of its innermost frame that
