@@ -324,17 +324,22 @@ class Cluster:
         return self.balancers.states(balancer)
 
     def wait_in_rotation(self, indexes: range | list[int], *, seconds: float = 30) -> None:
-        """Wait until every running HAProxy has each of ``indexes`` UP."""
+        """Wait until every running HAProxy has each of ``indexes`` UP. A runtime-API
+        socket not there yet (an HAProxy that accepts connections before it has made
+        its socket) is not yet UP."""
         names = [f"i{i + 1}" for i in indexes]
-        wait_for(
-            lambda: all(
-                self.lb_states(balancer).get(name) == "UP"
-                for balancer in self.balancers.running()
-                for name in names
-            ),
-            what="instances in HAProxy's rotation",
-            seconds=seconds,
-        )
+
+        def in_rotation() -> bool:
+            try:
+                return all(
+                    self.lb_states(balancer).get(name) == "UP"
+                    for balancer in self.balancers.running()
+                    for name in names
+                )
+            except (FileNotFoundError, ConnectionRefusedError):
+                return False
+
+        wait_for(in_rotation, what="instances in HAProxy's rotation", seconds=seconds)
 
     def daemons(self) -> list[Daemon]:
         """Everything running now."""
