@@ -133,7 +133,7 @@ recovery-drill: $(STAMP) servers
 	timeout --signal=INT --kill-after=60 900 $(BIN)/python -m testbed.recovery_drill $(ARGS)
 
 # The operator's kit (deploy/image, deploy/prometheus, deploy/systemd) and its tests
-# use Debian's mmdebstrap, buildah, podman and runc (the image), prometheus (promtool
+# use Debian's mmdebstrap, buildah, podman, runc and binutils (the image), prometheus (promtool
 # and the live rules test), prometheus-postgres-exporter and pgbackrest (the backup
 # alerts' live test), prometheus-blackbox-exporter (the certificate alerts' live
 # test), faketime (the backup retention test) and systemd-analyze; install them when
@@ -143,6 +143,7 @@ operator-tools:
 	for tool in mmdebstrap buildah podman; do \
 	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$$missing runc"; \
+	command -v strip >/dev/null 2>&1 || missing="$$missing binutils"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v prometheus-postgres-exporter >/dev/null 2>&1 || missing="$$missing prometheus-postgres-exporter"; \
 	command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing="$$missing prometheus-blackbox-exporter"; \

@@ -55,7 +55,7 @@ def build(*, name: str, force: bool = False) -> None:
     current image is built again when this tree has no cached base: a later build
     here (``--force``, offline) needs the base the image was made from. Raises
     BuildError naming the step that failed."""
-    require("mmdebstrap", "buildah", "unshare", "chroot", "groupadd", "useradd")
+    require("mmdebstrap", "buildah", "unshare", "chroot", "groupadd", "useradd", "strip")
     files = sources.project_files()
     inputs = sources.inputs_digest(files)
     if not force and oci.current_inputs_label(name) == inputs and base.base_tarball().exists():
@@ -76,6 +76,7 @@ def build(*, name: str, force: bool = False) -> None:
         project = sources.project_wheel(files, wheels, epoch, work / "dist")
         install.install(rootfs, wheels, project)
         install.trim(rootfs, target)
+        install.strip_debug(rootfs, target)
         install.compile_modules(rootfs, target)
         install.remove_perl(rootfs)
         install.add_user(rootfs, epoch)

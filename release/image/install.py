@@ -79,6 +79,16 @@ def trim(rootfs: Path, target: PythonTarget) -> None:
             doc.unlink()
 
 
+def strip_debug(rootfs: Path, target: PythonTarget) -> None:
+    """Take the debugging sections out of the virtualenv's shared objects with this
+    machine's ``strip --strip-debug`` (binutils): nothing in the image debugs them,
+    and uvloop's event loop alone carries 11.7 MB of them in its 13.6. Their code and
+    the symbols they are linked by stay. Raises BuildError when strip fails."""
+    site = rootfs / VENV.lstrip("/") / target.site_packages
+    objects = sorted(str(path) for path in site.rglob("*.so*") if path.is_file())
+    run(["strip", "--strip-debug", *objects], what="strip --strip-debug")
+
+
 def compile_modules(rootfs: Path, target: PythonTarget) -> None:
     """Every module of the standard library, Debian's and the virtualenv's compiled
     afresh, the ``.pyc`` checked by the source's hash, never by its time: Debian's

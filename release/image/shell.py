@@ -62,5 +62,5 @@ def require(*programs: str) -> None:
     if missing:
         raise BuildError(
             f"{', '.join(missing)} not found: install Debian's mmdebstrap, buildah, podman, "
-            "runc and passwd packages (make image does all but passwd, as root)"
+            "runc, binutils and passwd packages (make image does all but passwd, as root)"
         )
