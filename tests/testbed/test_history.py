@@ -17,10 +17,6 @@ from tests.members import changed, sample
 from tests.testbed.animals import created, pet
 
 
-def create(key: str, pet_id: int, started: float, ended: float, status: str = "sold") -> Op:
-    return created(key, pet_id, started, ended, status=status)
-
-
 def read(pet_id: int, started: float, value: Pet | None) -> Op:
     return Op(
         worker=1,
@@ -53,7 +49,7 @@ def walk(
 
 
 STORED = [pet(1, "a"), pet(2, "b"), pet(3, "c")]
-CREATES = [create("a", 1, 0.0, 1.0), create("b", 2, 1.5, 2.0), create("c", 3, 2.5, 3.0)]
+CREATES = [created("a", 1, 0.0, 1.0), created("b", 2, 1.5, 2.0), created("c", 3, 2.5, 3.0)]
 
 
 def found(verdict: Verdict) -> dict[str, int]:
@@ -84,9 +80,9 @@ def test_concurrent_creates_may_commit_out_of_id_order() -> None:
     """Overlapping creates may get ids in either order; only real-time order binds,
     and a replay of the same key answers the same id later."""
     history = [
-        create("a", 2, 0.0, 1.0),
-        create("b", 1, 0.5, 1.5),
-        create("c", 3, 2.0, 2.5),
+        created("a", 2, 0.0, 1.0),
+        created("b", 1, 0.5, 1.5),
+        created("c", 3, 2.0, 2.5),
         Op(
             worker=0,
             kind="create",
@@ -188,14 +184,14 @@ def test_a_walk_stopped_early_skips_only_what_it_passed() -> None:
 
 
 def test_one_id_for_two_keys_is_reused() -> None:
-    history = [create("a", 1, 0.0, 1.0), create("b", 1, 1.5, 2.0)]
+    history = [created("a", 1, 0.0, 1.0), created("b", 1, 1.5, 2.0)]
     verdict = check(history, [pet(1, "a")])
     assert verdict.reused == ["id 1 acknowledged for keys ['a', 'b']"]
     assert {"reused", "lost", "not_increasing"} <= found(verdict).keys()
 
 
 def test_a_smaller_id_after_a_completed_create_is_not_increasing() -> None:
-    history = [create("a", 5, 0.0, 1.0), create("b", 4, 1.5, 2.0)]
+    history = [created("a", 5, 0.0, 1.0), created("b", 4, 1.5, 2.0)]
     verdict = check(history, [pet(5, "a"), pet(4, "b")])
     assert found(verdict) == {"not_increasing": 1}
 
@@ -217,10 +213,10 @@ def test_unavailability_is_the_longest_gap_per_fault_kind() -> None:
         Window(kind="none", started=10.0, ended=20.0),
     ]
     history = [
-        create("a", 1, 0.0, 1.0),
-        create("b", 2, 1.0, 7.0),
+        created("a", 1, 0.0, 1.0),
+        created("b", 2, 1.0, 7.0),
         read(1, 2.0, pet(1, "a")),  # ends at 2.1
-        create("c", 3, 12.0, 13.0),
+        created("c", 3, 12.0, 13.0),
     ]
     gaps = unavailability(history, windows)
     assert gaps["cut"] == (6.0, 7.9)
@@ -309,7 +305,7 @@ def test_a_create_retried_to_success_is_not_stored_after_an_error() -> None:
     history = [
         *CREATES,
         Op(worker=3, kind="create", started=5.0, ended=6.0, outcome="failed", code=503, key="d"),
-        create("d", 4, 6.5, 7.0),
+        created("d", 4, 6.5, 7.0),
     ]
     assert found(check(history, [*STORED, pet(4, "d")])) == {"failed": 1}
 
