@@ -16,6 +16,7 @@ import sys
 import tracemalloc
 from collections.abc import Callable
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 from petstore.schemas import LIMIT_MAX, NAME_MAX_LENGTH, Pet, PetStatus
@@ -115,15 +116,15 @@ def rate_limit_windows() -> Any:
 
 
 def kept_animals() -> Any:
-    """100,000 animals with names of 100 characters outside the BMP (4 bytes each)."""
-    kept: Any = kept_pets.KeptPets.__new__(kept_pets.KeptPets)
-    from lru import LRU
-
-    kept._pets = LRU(kept_pets.KEPT_PETS_MAX)
+    """Columns of every slot, and as many names of 100 characters outside the BMP (4
+    bytes each) as the names' area holds, in the last slots."""
+    inner: Any = SimpleNamespace(changes=None)  # never read: filled as a read fills it
+    kept = kept_pets.KeptPets(inner)
     name = "\U0001f415" * NAME_MAX_LENGTH
-    for n in range(kept_pets.KEPT_PETS_MAX):
-        pet = Pet(2**62 + n, name[:-1] + chr(0x1F400 + n % 64), 2**62, PetStatus.AVAILABLE)
-        kept._pets[n] = (pet, Stamp(0, 0.0))
+    names = kept_pets.KEPT_NAME_BYTES // len(name.encode())
+    for n in range(kept_pets.KEPT_SLOTS - names, kept_pets.KEPT_SLOTS):
+        pet = Pet(n, name[:-1] + chr(0x1F400 + n % 64), 2**62, PetStatus.AVAILABLE)
+        kept._keep(n, pet, Stamp(0, 0.0))
     return kept
 
 

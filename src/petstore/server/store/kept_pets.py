@@ -6,56 +6,114 @@ answered again from memory while the store's change signal holds it good
 Only found animals are kept: a miss kept would hide an animal created afterwards, on
 this instance or another.
 
-While there is room, a miss reads the animals of its whole block of
-:data:`BLOCK_IDS` ids in one query and keeps those found: ids are handed out in order
-(D5), so the animals near one asked for are likely asked for soon, and an instance
-starting under load reads its animals in a few queries instead of one each. Once
-full, or when the block cannot be read whole (a damaged row in it), a miss reads its
-own animal only, so one bad row fails only its own getPet.
+The animals are kept in columns, 27 bytes an animal beside its name's UTF-8 bytes,
+so that a store of a million animals is kept whole: slot ``id % KEPT_SLOTS`` of each
+column holds the animal of that id (its id, category and status), when it was read
+(in tenths of a second, rounded down: a kept answer may be read again up to a tenth
+early, never late) and where its name lies in one area of names. Everything kept was
+read in one generation of the change signal: once it moves, all of it is dropped.
+Ids are handed out in order (D5), so up to :data:`KEPT_SLOTS` animals in a row never
+share a slot; one that does replaces the animal kept there. A getPet that finds
+nothing good in its slot reads the animals of its whole block of :data:`BLOCK_IDS`
+ids in one query and keeps those found (the animals near one asked for are likely
+asked for soon, and an instance starting under load reads its animals in a few
+queries instead of one each); when the slot holds another animal, or the block
+cannot be read whole (a damaged row in it), it reads its own animal only, so one bad
+row fails only its own getPet. The columns grow with the highest slot used; the
+names' area is emptied, with everything kept, once it would pass
+:data:`KEPT_NAME_BYTES`, and a name longer than :data:`NAME_BYTES_MAX` is never kept
+(docs/operations/run.md: at most 64 MiB a worker).
 """
 
 from __future__ import annotations
 
-import msgspec
-from lru import LRU
+import math
+from array import array
 
-from petstore.schemas import INT64_MAX, Pet
+import msgspec
+
+from petstore.schemas import INT64_MAX, Pet, PetStatus
 from petstore.server.store.changes import Stamp
 from petstore.server.store.decorator import PetsDecorator
 from petstore.server.store.pets import PetRepository
 
-#: Animals kept at most (their worst-case memory: docs/operations/run.md).
-KEPT_PETS_MAX = 100_000
-#: Ids read together on a miss while there is room: the block ``[n * BLOCK_IDS,
-#: (n + 1) * BLOCK_IDS)`` that holds the id asked for.
+#: Slots of the columns (a power of two): ids 1 to 1,048,575 each have one of their
+#: own. The columns take 27 bytes a slot up to the highest slot used.
+KEPT_SLOTS = 1 << 20
+#: Bytes of kept names at most (their UTF-8): past it, everything kept is dropped.
+KEPT_NAME_BYTES = 32 << 20
+#: A name of more UTF-8 bytes than a NewPet's can have (D2) is not kept.
+NAME_BYTES_MAX = 400
+#: Ids read together when the slot of the id asked for is empty: the block
+#: ``[n * BLOCK_IDS, (n + 1) * BLOCK_IDS)`` that holds it.
 BLOCK_IDS = 32
+
+_STATUSES = tuple(PetStatus)
+_STATUS_CODES = {status: code for code, status in enumerate(_STATUSES)}
+_GROWTH = 1 << 12  # slots the columns grow by at least
+#: Seconds the first kept read time lies after the epoch of read times, so that a
+#: read stamped a little before it can be kept too.
+EPOCH_BEFORE = 3600.0
+_TENTHS_MAX = (1 << 32) - 1  # about 13 years of read times
 
 
 class KeptPets(PetsDecorator):
-    """``inner`` whose found animals are answered from memory, as the module says; the
-    least recently used animals make room beyond :data:`KEPT_PETS_MAX`."""
+    """``inner`` whose found animals are answered from memory, as the module says.
+    ``slots`` (a power of two, :data:`KEPT_SLOTS` unless given) and ``name_bytes``
+    (:data:`KEPT_NAME_BYTES`) bound what is kept."""
 
-    def __init__(self, inner: PetRepository) -> None:
+    def __init__(
+        self, inner: PetRepository, *, slots: int = KEPT_SLOTS, name_bytes: int = KEPT_NAME_BYTES
+    ) -> None:
         super().__init__(inner)
-        self._pets: LRU[int, tuple[Pet, Stamp]] = LRU(KEPT_PETS_MAX)
+        if slots <= 0 or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two, not {slots}")
+        self._mask = slots - 1
+        self._name_bytes = name_bytes
+        #: The generation of the change signal every kept animal was read in.
+        self._generation = -1
+        #: Kept read times are tenths of a second after this (monotonic seconds).
+        self._epoch: float | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        """Drop everything kept: no slot holds an animal (id 0)."""
+        self._ids = array("q")
+        self._categories = array("q")
+        self._statuses = bytearray()
+        self._read_at = array("I")  # tenths of a second after _epoch, rounded down
+        self._name_starts = array("I")
+        self._name_lengths = array("H")
+        self._names = bytearray()
 
     async def get(self, pet_id: int) -> Pet | None:
-        """``PetRepository.get``: the kept animal while it holds, else read with its
-        block while there is room (and kept when found)."""
+        """``PetRepository.get``: the kept animal while it holds, else read (with its
+        block unless its slot holds another animal) and kept when found."""
         changes = self.changes
-        kept = self._pets.get(pet_id)
-        if kept is not None and changes.holds(kept[1]):
-            return kept[0]
+        if changes.generation != self._generation:  # nothing kept holds any longer
+            self._clear()
+            self._generation = changes.generation
+        slot = pet_id & self._mask
+        kept_id = self._ids[slot] if slot < len(self._ids) else 0  # 0: none
+        if kept_id == pet_id != 0:
+            assert self._epoch is not None
+            read_at = self._epoch + self._read_at[slot] / 10
+            if changes.holds(Stamp(self._generation, read_at)):
+                start = self._name_starts[slot]
+                return Pet(
+                    id=pet_id,
+                    name=self._names[start : start + self._name_lengths[slot]].decode(
+                        "utf-8", "surrogatepass"
+                    ),
+                    category_id=self._categories[slot],
+                    status=_STATUSES[self._statuses[slot]],
+                )
         stamp = changes.stamp()
-        if len(self._pets) + BLOCK_IDS <= KEPT_PETS_MAX:
+        if kept_id in (0, pet_id):
             try:
                 return await self._read_block(pet_id, stamp)
             except msgspec.ValidationError:  # a damaged row fails only its own getPet
-                return await self._read_alone(pet_id, stamp)
-        return await self._read_alone(pet_id, stamp)
-
-    async def _read_alone(self, pet_id: int, stamp: Stamp) -> Pet | None:
-        """Read and keep the animal ``pet_id`` alone."""
+                pass
         found = await self.inner.get(pet_id)
         self._keep(pet_id, found, stamp)
         return found
@@ -73,9 +131,58 @@ class KeptPets(PetsDecorator):
         return found
 
     def _keep(self, pet_id: int, found: Pet | None, stamp: Stamp) -> None:
-        """Keep ``found``, read with ``stamp``; None: the id has no animal (perhaps
-        deleted), so nothing is kept for it."""
-        if found is None:
-            self._pets.pop(pet_id, None)
+        """Keep ``found``, read with ``stamp``, in ``pet_id``'s slot; None: the id has
+        no animal (perhaps deleted), and its slot keeps none of that id. A read stamped
+        before the generation of what is kept is not kept; one stamped after it drops
+        everything kept first."""
+        slot = pet_id & self._mask
+        name = None if found is None else found.name.encode("utf-8", "surrogatepass")
+        if stamp.generation > self._generation:
+            self._clear()
+            self._generation = stamp.generation
+        if self._epoch is None:
+            self._epoch = stamp.read_at - EPOCH_BEFORE
+        tenths = math.floor((stamp.read_at - self._epoch) * 10)
+        if (
+            name is None
+            or len(name) > NAME_BYTES_MAX
+            or stamp.generation < self._generation
+            or not 0 <= tenths <= _TENTHS_MAX
+        ):
+            if slot < len(self._ids) and self._ids[slot] == pet_id:
+                self._ids[slot] = 0
+            return
+        assert found is not None
+        if slot >= len(self._ids):
+            self._grow(slot)
+        ids, names = self._ids, self._names
+        start = self._name_starts[slot]
+        if not (ids[slot] == pet_id and self._name_lengths[slot] == len(name)):
+            if len(names) + len(name) > self._name_bytes:  # drop everything kept
+                self._clear()
+                self._grow(slot)
+                ids, names = self._ids, self._names
+            start = len(names)
+            names += name
+            self._name_starts[slot] = start
+            self._name_lengths[slot] = len(name)
         else:
-            self._pets[pet_id] = (found, stamp)
+            names[start : start + len(name)] = name
+        ids[slot] = pet_id
+        self._categories[slot] = found.category_id
+        self._statuses[slot] = _STATUS_CODES[found.status]
+        self._read_at[slot] = tenths
+
+    def _grow(self, slot: int) -> None:
+        """Lengthen every column to hold ``slot`` (by half their length at least)."""
+        size = min(self._mask + 1, max(slot + 1, len(self._ids) * 3 // 2, _GROWTH))
+        more = size - len(self._ids)
+        for column in (
+            self._ids,
+            self._categories,
+            self._read_at,
+            self._name_starts,
+            self._name_lengths,
+        ):
+            column.frombytes(bytes(more * column.itemsize))
+        self._statuses += bytes(more)

@@ -1,0 +1,170 @@
+"""Kept animals' columns (``store/kept_pets.py``) on a real SQLite store: what is kept
+is answered as it was read, what shares a slot or overflows the names' area is read
+again, and a name no NewPet could have is never kept.
+
+Each test reads through the device, changes animals behind its back (SQL with the
+clock stopped, so the change signal does not look again), and tells what was kept
+from what was read again by which of the two the device answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from petstore.schemas import NewPet, Pet, PetStatus
+from petstore.server.store import create_store
+from petstore.server.store.kept_pets import NAME_BYTES_MAX, KeptPets
+from tests.conftest import run_sql
+
+T = TypeVar("T")
+
+#: Names of one, two, three and four bytes a character, and ASCII of several lengths.
+NAMES = ["Rex", "Zoë", "Öko-Kätzchen", "小白", "🐕 Fido", "Bella", "Max the 2nd", "ひまわり"]
+
+
+def run(
+    tmp_path: Path,
+    template: Path,
+    scenario: Callable[[KeptPets, list[Pet]], Awaitable[T]],
+    *,
+    before: str = "",
+    **device: int,
+) -> T:
+    """``scenario`` on a fresh store holding one animal of each of :data:`NAMES` (ids
+    1-8; then the SQL ``before``, if any), with the device (``device``: its bounds)
+    around its pets, the clock stopped. The device has read the block of id 1 once."""
+    path = tmp_path / "petstore.db"
+    shutil.copyfile(template, path)
+
+    async def main() -> T:
+        store = create_store(f"sqlite:///{path}", monotonic=lambda: 1000.0)
+        await store.open()
+        try:
+            async with store.transaction() as tx:
+                pets = [
+                    await tx.pets.create(NewPet(name=name, category_id=7, status=PetStatus.SOLD))
+                    for name in NAMES
+                ]
+            if before:
+                run_sql(f"sqlite:///{path}", before)
+            kept = KeptPets(store.pets, **device)
+            await kept.get(1)  # the change signal's first look, then no other
+            await kept.changes.settled()
+            await kept.get(1)  # the block read again, now that the look vouches for it
+            return await scenario(kept, pets)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def url_of(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'petstore.db'}"
+
+
+def rename_all(url: str) -> None:
+    """Every animal renamed behind the device's back."""
+    run_sql(url, "UPDATE pets SET name = name || ' (renamed)'")
+
+
+async def names(kept: KeptPets, pet_ids: list[int]) -> list[str | None]:
+    """The names the device answers for ``pet_ids``, None where it finds no animal."""
+    return [pet.name if (pet := await kept.get(pet_id)) else None for pet_id in pet_ids]
+
+
+def test_animals_kept_are_answered_as_read_and_whole(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """Every name, whatever its bytes, comes back as it was read, with its id,
+    category and status, after the animals changed behind the device's back."""
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> tuple[list[Pet], list[Pet | None]]:
+        rename_all(url_of(tmp_path))
+        return pets, [await kept.get(pet.id) for pet in pets]
+
+    pets, answered = run(tmp_path, migrated_template, scenario)
+    assert [pet.name for pet in pets] == NAMES
+    assert answered == pets
+
+
+def test_an_animal_that_takes_a_slot_replaces_the_one_kept_there(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """With 4 slots, ids 1-8 share them two by two: the animals read last (5-8) are
+    answered as read, the ones they replaced (1-4) are read again."""
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> list[str | None]:
+        await names(kept, [1, 2, 3, 4, 5, 6, 7, 8])
+        rename_all(url_of(tmp_path))
+        return await names(kept, [5, 6, 7, 8, 1, 2, 3, 4])
+
+    assert run(tmp_path, migrated_template, scenario, slots=4) == [
+        *NAMES[4:],
+        *(f"{name} (renamed)" for name in NAMES[:4]),
+    ]
+
+
+def test_a_full_names_area_drops_everything_kept(tmp_path: Path, migrated_template: Path) -> None:
+    """With a names' area of 20 bytes, the block read of ids 1-8 drops what it kept
+    each time the next name would not fit: only "ひまわり" (12 bytes), kept after the
+    last drop, is answered as read; "小白" is read again."""
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> list[str | None]:
+        rename_all(url_of(tmp_path))
+        return await names(kept, [8, 4])
+
+    assert run(tmp_path, migrated_template, scenario, name_bytes=20) == [
+        "ひまわり",
+        "小白 (renamed)",
+    ]
+
+
+def test_a_name_longer_than_a_newpet_can_have_is_read_each_time(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """An animal whose name passes NAME_BYTES_MAX (201 "é", written in SQL) is
+    answered, and answered as it is now after a change: it was never kept; its
+    neighbour was."""
+    long_name = "é" * 201
+    assert len(long_name.encode()) > NAME_BYTES_MAX
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> list[str | None]:
+        first = await names(kept, [2])
+        rename_all(url_of(tmp_path))
+        return first + await names(kept, [3, 2])
+
+    lengthen = "UPDATE pets SET name = replace(hex(zeroblob(201)), '00', 'é') WHERE id = 2"
+    assert run(tmp_path, migrated_template, scenario, before=lengthen) == [
+        long_name,
+        NAMES[2],
+        f"{long_name} (renamed)",
+    ]
+
+
+def test_a_deleted_animal_is_not_found_once_read_again(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """A kept animal deleted behind the device's back is answered as read while it
+    holds; after a change through the store it is read again and not found, and its
+    neighbour is read again and found."""
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> list[str | None]:
+        run_sql(url_of(tmp_path), "DELETE FROM pets WHERE id = 1")
+        still = await names(kept, [1])
+        kept.changes.changed()  # as a write through the store does: nothing kept holds
+        return still + await names(kept, [1, 2])
+
+    assert run(tmp_path, migrated_template, scenario) == ["Rex", None, "Zoë"]
+
+
+@pytest.mark.parametrize("slots", [0, 3, 6])
+def test_slots_must_be_a_power_of_two(tmp_path: Path, slots: int) -> None:
+    store = create_store(f"sqlite:///{tmp_path / 'none.db'}")
+    with pytest.raises(ValueError, match="power of two"):
+        KeptPets(store.pets, slots=slots)
