@@ -135,8 +135,8 @@ class Pet(msgspec.Struct, rename="camel", gc=False):
     """An animal as returned: exactly ``id``, ``name``, ``categoryId``, ``status`` (D6).
 
     Not tracked by the garbage collector (``gc=False``): it holds no container, so it
-    can be in no reference cycle, and a worker keeps up to 100,000 of them
-    (``store.kept_pets``), which each full collection would otherwise walk."""
+    can be in no reference cycle, and the collections that every request's
+    allocations start need not walk it (a list page holds up to 100)."""
 
     id: int
     name: str
