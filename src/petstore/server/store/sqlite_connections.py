@@ -22,12 +22,6 @@ from petstore.server.store.rows import Row
 
 #: Milliseconds a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 5000
-#: KiB of database pages the read connection keeps in memory (SQLite's default is
-#: 2,000 KiB): the pets table of a million animals, so a getPet among them reads no
-#: page from the file. SQLite allocates the pages only as they are read, and drops
-#: them when another connection commits.
-READ_CACHE_KIB = 32 * 1024
-
 _T = TypeVar("_T")
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
 
@@ -44,13 +38,13 @@ def not_open(*args: object) -> NoReturn:
 
 def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
     """A connection to the file at ``path`` in autocommit mode, usable from any thread:
-    read-only with a large page cache, or a writer in WAL mode with
-    ``synchronous=FULL`` (a commit is on disk when it returns). Raises sqlite3.Error."""
+    read-only, with SQLite's default page cache of 2,000 KiB (kept animals answer most
+    getPets, docs/performance.md), or a writer in WAL mode with ``synchronous=FULL``
+    (a commit is on disk when it returns). Raises sqlite3.Error."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
-        conn.execute(f"PRAGMA cache_size = -{READ_CACHE_KIB}")
     else:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
