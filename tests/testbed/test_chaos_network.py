@@ -206,7 +206,9 @@ def test_a_one_way_cut_and_a_slow_link_act_in_one_direction_and_heal() -> None:
                             received += len(peer.recv(65536))
                         return time.monotonic() - started
 
-        assert arrives("a", "b")
+        # Links just made may drop a first datagram while they come up: the first
+        # check gives them five tries; a cut must stop the one try it gets.
+        assert any(arrives("a", "b") for _ in range(5))
         assert arrives("b", "a")
         network.cut_one_way("a", ["b"], hears=True)
         assert arrives("b", "a")
