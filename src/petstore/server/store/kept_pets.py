@@ -50,10 +50,10 @@ BLOCK_IDS = 32
 
 _STATUSES = tuple(PetStatus)
 _STATUS_CODES = {status: code for code, status in enumerate(_STATUSES)}
-_GROWTH = 1 << 12  # slots the columns grow by at least
+_GROWTH = 1 << 12  # slots the columns hold at least once they hold any
 #: Seconds the first kept read time lies after the epoch of read times, so that a
 #: read stamped a little before it can be kept too.
-EPOCH_BEFORE = 3600.0
+_EPOCH_BEFORE = 3600.0
 _TENTHS_MAX = (1 << 32) - 1  # about 13 years of read times
 
 
@@ -141,7 +141,7 @@ class KeptPets(PetsDecorator):
             self._clear()
             self._generation = stamp.generation
         if self._epoch is None:
-            self._epoch = stamp.read_at - EPOCH_BEFORE
+            self._epoch = stamp.read_at - _EPOCH_BEFORE
         tenths = math.floor((stamp.read_at - self._epoch) * 10)
         if (
             name is None
@@ -156,7 +156,6 @@ class KeptPets(PetsDecorator):
         if slot >= len(self._ids):
             self._grow(slot)
         ids, names = self._ids, self._names
-        start = self._name_starts[slot]
         if not (ids[slot] == pet_id and self._name_lengths[slot] == len(name)):
             if len(names) + len(name) > self._name_bytes:  # drop everything kept
                 self._clear()
@@ -166,7 +165,8 @@ class KeptPets(PetsDecorator):
             names += name
             self._name_starts[slot] = start
             self._name_lengths[slot] = len(name)
-        else:
+        else:  # the same animal again, its name as long: written over in place
+            start = self._name_starts[slot]
             names[start : start + len(name)] = name
         ids[slot] = pet_id
         self._categories[slot] = found.category_id
