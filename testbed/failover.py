@@ -342,6 +342,7 @@ class PostgresNodes:
             "hostssl all postgres {cidr} scram-sha-256",
             "hostssl replication pgautofailover_replicator {cidr} scram-sha-256",
         ])  # fmt: skip
+        _include(pgdata, DEPLOY / "postgres" / "node.conf", "petstore-node.conf")
         if self.archiving:
             _include(pgdata, DEPLOY / "postgres" / "archiving.conf", "petstore-archiving.conf")
         for line in (DEPLOY / "postgres" / "keeper.conf").read_text().splitlines():
