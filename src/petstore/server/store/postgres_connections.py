@@ -1,11 +1,13 @@
 """The PostgreSQL store's connections: the libpq options of every one (D25), what
-their errors mean (:data:`reachable`), and how a call past its deadline lets go of
-its connection (:class:`Call`, :func:`cut`)."""
+their errors mean (:data:`reachable`), how a call past its deadline lets go of
+its connection (:class:`Call`, :func:`cut`), and how a primary that may have been
+replaced is refused (:data:`SERVES`, D27)."""
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any, LiteralString
 
 import psycopg
@@ -16,6 +18,34 @@ from psycopg_pool import PoolTimeout
 from petstore.server.store.driver import NONE, Params, Reachable
 from petstore.server.store.rows import Row
 
+#: One row, ``serves``: false on a primary that has synchronous standbys set
+#: (``synchronous_standby_names``, as pg_auto_failover sets it for D26) and streams
+#: WAL to none. Such a primary may be cut off from the monitor and its secondaries
+#: while the instances still reach it, and the monitor promotes a secondary 5 s
+#: after it lost the primary (deploy/postgres/monitor.conf): from then on the old
+#: primary's answers are stale, and pg_auto_failover's keeper does not stop it
+#: while the cut lasts (docs/reliability.md). The data nodes' ``wal_sender_timeout``
+#: (2 s, deploy/postgres/node.conf) ends its WAL senders within 2 s of the cut, well
+#: before the promotion. Any role may count the WAL senders (their details are the
+#: privileged roles'). A primary without synchronous standbys (one node, or
+#: pg_auto_failover's ``wait_primary``) always serves.
+SERVES = (
+    "SELECT current_setting('synchronous_standby_names') = '' "
+    "OR EXISTS (SELECT FROM pg_stat_get_wal_senders()) AS serves"
+)
+#: How long (seconds) a connection's answer to :data:`SERVES` holds before its next
+#: statement asks again: the cut's 2 s plus this stays well within the monitor's 5 s.
+SERVES_FOR = 0.5
+
+
+class NotPrimary(psycopg.OperationalError):
+    """The server answered false to :data:`SERVES` (D27): its connection is closed,
+    and ``host`` and ``port`` name the server (libpq's, as the URL gives them)."""
+
+    def __init__(self, host: str, port: str) -> None:
+        super().__init__(f"{host}:{port} streams to no standby; it may have been replaced")
+        self.host, self.port = host, port
+
 
 class Connection(psycopg.AsyncConnection[Any]):
     """A pooled connection, and the one cursor its statements run on
@@ -23,9 +53,12 @@ class Connection(psycopg.AsyncConnection[Any]):
     opens it): a cursor made once keeps what it learnt of its queries, their
     parameters' and results' types, where a new cursor per statement looks them up
     again. Its rows are mappings by column name. A connection runs one statement at
-    a time, lent to one call at a time."""
+    a time, lent to one call at a time. Its server is asked :data:`SERVES` before
+    its first statement and then at most every :data:`SERVES_FOR` seconds."""
 
     cursor_for_statements: psycopg.AsyncCursor[DictRow]
+    #: Until when (``time.monotonic()``) the server's last :data:`SERVES` holds.
+    serves_until = 0.0
 
     def keep_a_cursor(self) -> None:
         """Make the cursor every statement on this connection runs on."""
@@ -33,8 +66,21 @@ class Connection(psycopg.AsyncConnection[Any]):
 
     async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         """Run ``statement`` on :attr:`cursor_for_statements`; its rows (none for a
-        statement without). Inside ``transaction()``, a ``driver.Transaction``."""
+        statement without). Inside ``transaction()``, a ``driver.Transaction``.
+        Raises :class:`NotPrimary`, having run nothing, when the server answers
+        :data:`SERVES` false (asked when the last answer is older than
+        :data:`SERVES_FOR`)."""
+        if self.serves_until < time.monotonic():
+            await self._ask_serves()
         return await rows_of(await self.cursor_for_statements.execute(statement, params))
+
+    async def _ask_serves(self) -> None:
+        (row,) = await rows_of(await self.cursor_for_statements.execute(SERVES))
+        if not row["serves"]:
+            refused = NotPrimary(self.info.host, str(self.info.port))
+            await self.close()  # the pool drops it and connects anew
+            raise refused
+        self.serves_until = time.monotonic() + SERVES_FOR
 
 
 #: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
@@ -83,6 +129,22 @@ def connection_options(
     psycopg.ProgrammingError for a URL libpq cannot parse."""
     given = conninfo_to_dict(url)
     return {**{k: v for k, v in defaults.items() if k not in given}, **options}
+
+
+def host_last(url: str, refused: tuple[str, str]) -> dict[str, str]:
+    """libpq's ``host``, ``hostaddr`` and ``port`` of the multi-host ``url`` with the
+    server ``refused`` (host, port, as :class:`NotPrimary` names it) moved last, so
+    that a new connection tries the others first; empty for a URL of one host."""
+    given = conninfo_to_dict(url)
+    hosts = str(given.get("host", "")).split(",")
+    if len(hosts) < 2:
+        return {}
+    keys = [key for key in ("host", "hostaddr", "port") if key in given]
+    lists = {key: str(given[key]).split(",") for key in keys}
+    lists = {key: items * len(hosts) if len(items) == 1 else items for key, items in lists.items()}
+    ports = [port or "5432" for port in lists.get("port", [""] * len(hosts))]
+    order = sorted(range(len(hosts)), key=lambda i: (hosts[i], ports[i]) == refused)
+    return {key: ",".join(items[i] for i in order) for key, items in lists.items()}
 
 
 async def rows_of(cursor: psycopg.AsyncCursor[Any]) -> list[Row]:
