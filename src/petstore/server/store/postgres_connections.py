@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from typing import Any, LiteralString
 
 import psycopg
@@ -15,6 +14,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import PoolTimeout
 
+from petstore.server.clock import monotonic
 from petstore.server.store.driver import NONE, Params, Reachable
 from petstore.server.store.rows import Row
 
@@ -39,12 +39,7 @@ SERVES_FOR = 0.5
 
 
 class NotPrimary(psycopg.OperationalError):
-    """The server answered false to :data:`SERVES` (D27): its connection is closed,
-    and ``host`` and ``port`` name the server (libpq's, as the URL gives them)."""
-
-    def __init__(self, host: str, port: str) -> None:
-        super().__init__(f"{host}:{port} streams to no standby; it may have been replaced")
-        self.host, self.port = host, port
+    """The server answered false to :data:`SERVES` (D27): its connection is closed."""
 
 
 class Connection(psycopg.AsyncConnection[Any]):
@@ -57,12 +52,16 @@ class Connection(psycopg.AsyncConnection[Any]):
     its first statement and then at most every :data:`SERVES_FOR` seconds."""
 
     cursor_for_statements: psycopg.AsyncCursor[DictRow]
-    #: Until when (``time.monotonic()``) the server's last :data:`SERVES` holds.
+    #: Until when (``clock.monotonic()``) the server's last :data:`SERVES` holds.
     serves_until = 0.0
+    #: Told when the server answers :data:`SERVES` false, if set.
+    hosts: HostOrder | None = None
 
-    def keep_a_cursor(self) -> None:
-        """Make the cursor every statement on this connection runs on."""
+    def keep_a_cursor(self, hosts: HostOrder | None = None) -> None:
+        """Make the cursor every statement on this connection runs on; ``hosts`` is
+        told of a server that does not serve (:meth:`fetch`)."""
         self.cursor_for_statements = self.cursor(row_factory=dict_row)
+        self.hosts = hosts
 
     async def fetch(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         """Run ``statement`` on :attr:`cursor_for_statements`; its rows (none for a
@@ -70,17 +69,19 @@ class Connection(psycopg.AsyncConnection[Any]):
         Raises :class:`NotPrimary`, having run nothing, when the server answers
         :data:`SERVES` false (asked when the last answer is older than
         :data:`SERVES_FOR`)."""
-        if self.serves_until < time.monotonic():
+        if self.serves_until < monotonic():
             await self._ask_serves()
         return await rows_of(await self.cursor_for_statements.execute(statement, params))
 
     async def _ask_serves(self) -> None:
         (row,) = await rows_of(await self.cursor_for_statements.execute(SERVES))
         if not row["serves"]:
-            refused = NotPrimary(self.info.host, str(self.info.port))
+            server = (self.info.host, str(self.info.port))
+            if self.hosts is not None:
+                self.hosts.refused = server
             await self.close()  # the pool drops it and connects anew
-            raise refused
-        self.serves_until = time.monotonic() + SERVES_FOR
+            raise NotPrimary(f"{server[0]}:{server[1]} streams to no standby; it may be replaced")
+        self.serves_until = monotonic() + SERVES_FOR
 
 
 #: libpq options on every PostgreSQL connection (D25): the pool's, the probe's and
@@ -129,6 +130,21 @@ def connection_options(
     psycopg.ProgrammingError for a URL libpq cannot parse."""
     given = conninfo_to_dict(url)
     return {**{k: v for k, v in defaults.items() if k not in given}, **options}
+
+
+class HostOrder:
+    """A new connection's options, for the pool's ``kwargs`` (an async callable):
+    ``options``, with the server :attr:`refused` (host and port as libpq names them,
+    set by a :class:`Connection`) last among the hosts of ``url``."""
+
+    def __init__(self, url: str, options: dict[str, Any]) -> None:
+        self._url, self._options = url, options
+        self.refused: tuple[str, str] | None = None
+
+    async def __call__(self) -> dict[str, Any]:
+        if self.refused is None:
+            return self._options
+        return {**self._options, **host_last(self._url, self.refused)}
 
 
 def host_last(url: str, refused: tuple[str, str]) -> dict[str, str]:

@@ -8,10 +8,8 @@ statement or transaction not done within ``timeout`` is answered
 ``errors.Unavailable`` at once and its connection cut, never cancelled
 (:meth:`PostgresDatabase._bounded` says why: D26).
 A dead peer is noticed by TCP within seconds (:data:`KEEPALIVES`); the pool
-reconnects by itself when the database is back. A primary that streams to none of
-its synchronous standbys may have been replaced (D27): its connections are closed
-and refused (:data:`.postgres_connections.SERVES`), and new ones try the URL's other
-hosts first.
+reconnects by itself when the database is back, and refuses a primary that may have
+been replaced (D27, :data:`.postgres_connections.SERVES`).
 
 Connections are lent untested (a test is a round trip on every request): a read
 that finds its connection dead has the pool test its idle connections, replacing the
@@ -45,11 +43,10 @@ from petstore.server.store.postgres_connections import (
     SERVICE_SESSION,
     Call,
     Connection,
+    HostOrder,
     NoAnswer,
-    NotPrimary,
     as_unavailable,
     connection_options,
-    host_last,
     reachable,
 )
 from petstore.server.store.rows import Row
@@ -68,12 +65,11 @@ class PostgresDatabase:
     def __init__(self, url: str, *, size: int = 10, timeout: float = 5.0) -> None:
         self._url = url
         self._timeout = timeout
-        self._refused: tuple[str, str] | None = None  # the last server that did not serve
         self._working: set[asyncio.Task[Any]] = set()  # every bounded call's task
         statement_ms = str(math.ceil(timeout * 1000))
 
         async def configure(conn: Connection) -> None:
-            conn.keep_a_cursor()
+            conn.keep_a_cursor(self._hosts)
             # UTC: timestamps come back alike whatever the server's zone.
             await conn.execute(
                 "SELECT set_config('TimeZone', 'UTC', false), "
@@ -88,9 +84,10 @@ class PostgresDatabase:
             autocommit=True,
             connect_timeout=max(2, math.ceil(timeout)),
         )
+        self._hosts = HostOrder(url, self._kwargs)
         self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             url,
-            kwargs=self._options,
+            kwargs=self._hosts,
             min_size=1,
             max_size=size,
             timeout=timeout,
@@ -112,12 +109,6 @@ class PostgresDatabase:
             probe = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
             await probe.close()
             await self._pool.open(wait=True, timeout=self._timeout)
-
-    async def _options(self) -> dict[str, Any]:
-        """A new connection's options: the refused server last among the hosts."""
-        if self._refused is None:
-            return self._kwargs
-        return {**self._kwargs, **host_last(self._url, self._refused)}
 
     async def read(self, statement: LiteralString, params: Params = NONE) -> list[Row]:
         """One SELECT; run once more on another connection if its own was dead."""
@@ -220,8 +211,6 @@ class PostgresDatabase:
             elif task.cancelled():
                 answer.cancel()
             elif (exc := task.exception()) is not None:
-                if isinstance(exc, NotPrimary):
-                    self._refused = (exc.host, exc.port)
                 answer.set_exception(as_unavailable(exc))
             else:
                 answer.set_result(task.result())
