@@ -135,13 +135,14 @@ def connection_options(
 class HostOrder:
     """A new connection's options, for the pool's ``kwargs`` (an async callable):
     ``options``, with the server :attr:`refused` (host and port as libpq names them,
-    set by a :class:`Connection`) last among the hosts of ``url``."""
+    set by a :class:`Connection`) last among the hosts of ``url`` until another is."""
 
     def __init__(self, url: str, options: dict[str, Any]) -> None:
         self._url, self._options = url, options
         self.refused: tuple[str, str] | None = None
 
     async def __call__(self) -> dict[str, Any]:
+        """The keyword arguments of the next ``connect``."""
         if self.refused is None:
             return self._options
         return {**self._options, **host_last(self._url, self.refused)}
@@ -149,7 +150,7 @@ class HostOrder:
 
 def host_last(url: str, refused: tuple[str, str]) -> dict[str, str]:
     """libpq's ``host``, ``hostaddr`` and ``port`` of the multi-host ``url`` with the
-    server ``refused`` (host, port, as :class:`NotPrimary` names it) moved last, so
+    server ``refused`` (host, port, as a :class:`Connection` records it) moved last, so
     that a new connection tries the others first; empty for a URL of one host."""
     given = conninfo_to_dict(url)
     hosts = str(given.get("host", "")).split(",")
