@@ -11,9 +11,8 @@ a multi-host URL before the suite's database, which stands for the promoted one.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 import psycopg
@@ -56,24 +55,13 @@ def hosts_of(*urls: str) -> str:
 
 
 def test_a_primary_streaming_to_no_standby_is_refused_and_the_next_host_serves(
-    old_primary: str, database_url: str, clock: FakeClock
+    old_primary: str, database_url: str, clock: FakeClock, make_key: Callable[..., str]
 ) -> None:
-    from petstore.server.rules import keys
-    from petstore.server.store import open_store
-
-    async def make_key() -> str:
-        store = await open_store(old_primary)
-        try:
-            _, key = await keys.create(store.api_keys, name="t", now=clock(), expires_at=None)
-        finally:
-            await store.close()
-        return key
-
-    key = asyncio.run(make_key())
+    key = make_key()
     # The same key on both servers: its row copied (the columns are the table's own).
-    (row,) = run_sql(old_primary, "SELECT * FROM api_keys")
+    (row,) = run_sql(database_url, "SELECT * FROM api_keys")
     insert = f"INSERT INTO api_keys ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
-    run_sql(database_url, insert, tuple(row.values()))
+    run_sql(old_primary, insert, tuple(row.values()))
     # The promoted node holds an animal the old primary never had.
     fresh = "INSERT INTO pets (name, category_id, status) VALUES ('Fresh', 1, 'sold')"
     run_sql(database_url, fresh)
