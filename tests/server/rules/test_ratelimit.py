@@ -478,6 +478,33 @@ def test_after_a_failed_count_redis_is_left_alone_for_a_second_then_counted_agai
     assert seen[2][1] < 0.05  # no call at all
 
 
+def test_an_answer_that_came_while_the_worker_stood_still_is_counted_not_failed_open(
+    fresh_redis: str,
+) -> None:
+    """A worker stopped (paused, starved of the processor) while Redis answers finds
+    its call's timeout passed when it runs again: that says nothing of Redis, so the
+    count is asked once more and the worker does not fail open (D15)."""
+    port = int(fresh_redis.rsplit(":", 1)[1].split("/")[0])
+
+    async def run(proxy: TcpProxy, counters: Counters) -> tuple[bool, str | None]:
+        limiter = RateLimiter("100/minute", counters=counters)
+        await limiter.hit(1)  # a pooled connection
+        proxy.pause()
+
+        def stand_still() -> None:  # Redis answers while the loop does not run
+            proxy.resume()
+            time.sleep(counters.longest_call + 0.3)
+
+        asyncio.get_running_loop().call_later(0.05, stand_still)
+        quota = await limiter.hit(1)
+        await limiter.close()
+        return quota is not None, limiter.store_error
+
+    with TcpProxy(port) as proxy:
+        counted, error = asyncio.run(run(proxy, Counters(f"redis://127.0.0.1:{proxy.port}/0")))
+    assert (counted, error) == (True, None)
+
+
 def test_connections_redis_closed_while_pooled_count_again_without_failing_open(
     fresh_redis: str,
 ) -> None:

@@ -11,7 +11,9 @@ answers, logs the fault at most once a minute, and ``/readyz`` says so. After a 
 count the store is left alone for :data:`RETRY_AFTER_FAILURE_SECONDS`, every hit
 meanwhile failing open at once: a request does not wait on an unreachable store more
 than once a second in each worker, and counting starts again within a second of its
-return.
+return. A count that failed after longer than any call takes
+(:attr:`Counters.longest_call <petstore.server.store.counters.Counters>`) was cut by
+the worker itself standing still while the store answered, and is asked once more.
 """
 
 from __future__ import annotations
@@ -137,13 +139,17 @@ class RateLimiter:
         if self._monotonic() - self._failed_at < RETRY_AFTER_FAILURE_SECONDS:
             return [None] * len(windows)  # failed just now: not asked again yet
         amounts = Counter(windows)
+        started = self._monotonic()
         try:
-            if len(amounts) == 1:  # the usual turn: one key, and no task for a gather
-                ((window, amount),) = amounts.items()
-                totals = {window: await self._incr(window, amount)}
-            else:
-                incrs = (self._incr(window, amount) for window, amount in amounts.items())
-                totals = dict(zip(amounts, await asyncio.gather(*incrs), strict=True))
+            try:
+                totals = await self._ask(amounts)
+            except Exception:
+                if self._monotonic() - started <= self._counters.longest_call:
+                    raise
+                # Failed after longer than any call takes: this worker stood still
+                # (paused, starved of the processor) past the call's timeout, which
+                # says nothing of the store. Asked once more: counted twice at worst.
+                totals = await self._ask(amounts)
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self._failed_at = self._monotonic()
             self.store_error = f"{type(exc).__name__}: {exc}"
@@ -158,6 +164,15 @@ class RateLimiter:
             totals[window] = (count + 1, reset_at)
             counts.append((count + 1, reset_at))
         return counts
+
+    async def _ask(self, amounts: Counter[_Window]) -> dict[_Window, tuple[int, float]]:
+        """Add each window's ``amounts`` of hits: its count before them, and its end.
+        Raises what the store raises."""
+        if len(amounts) == 1:  # the usual turn: one key, and no task for a gather
+            ((window, amount),) = amounts.items()
+            return {window: await self._incr(window, amount)}
+        incrs = (self._incr(window, amount) for window, amount in amounts.items())
+        return dict(zip(amounts, await asyncio.gather(*incrs), strict=True))
 
     async def _incr(self, window: _Window, amount: int) -> tuple[int, float]:
         """Add ``amount`` hits to ``window``: its count before them, and its end."""
