@@ -1,6 +1,7 @@
 """Kept animals' columns (``store/kept_pets.py``) on a real SQLite store: what is kept
 is answered as it was read, what shares a slot or overflows the names' area is read
-again, and a name no NewPet could have is never kept.
+again, and a name no NewPet could have, or an id or a category too large for the
+columns, is never kept.
 
 Each test reads through the device, changes animals behind its back (SQL with the
 clock stopped, so the change signal does not look again), and tells what was kept
@@ -144,6 +145,32 @@ def test_a_name_longer_than_a_newpet_can_have_is_read_each_time(
         long_name,
         NAMES[2],
         f"{long_name} (renamed)",
+    ]
+
+
+def test_an_id_or_a_category_past_the_columns_is_read_each_time(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """An animal of id 2**52 + 2 (its tag past four bytes with a million slots) and one
+    of category 3,000,000,000 (past 32 bits), both written in SQL, are answered, and
+    answered as they are now after a change: never kept; their neighbour was."""
+    big_id = (1 << 52) + 2
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> list[str | None]:
+        first = await names(kept, [big_id, 3])
+        rename_all(url_of(tmp_path))
+        return first + await names(kept, [4, big_id, 3])
+
+    move = (
+        f"UPDATE pets SET id = iif(id = 2, {big_id}, id),"
+        " category_id = iif(id = 3, 3000000000, category_id) WHERE id IN (2, 3)"
+    )
+    assert run(tmp_path, migrated_template, scenario, before=move) == [
+        NAMES[1],
+        NAMES[2],
+        NAMES[3],
+        f"{NAMES[1]} (renamed)",
+        f"{NAMES[2]} (renamed)",
     ]
 
 

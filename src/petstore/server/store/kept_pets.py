@@ -6,9 +6,9 @@ answered again from memory while the store's change signal holds it good
 Only found animals are kept: a miss kept would hide an animal created afterwards, on
 this instance or another.
 
-The animals are kept in columns, 27 bytes an animal beside its name's UTF-8 bytes,
+The animals are kept in columns, 19 bytes an animal beside its name's UTF-8 bytes,
 so that a store of a million animals is kept whole: slot ``id % KEPT_SLOTS`` of each
-column holds the animal of that id (its id, category and status), when it was read
+column holds the animal of that id (the rest of its id, its category and status), when it was read
 (in tenths of a second, rounded down: a kept answer may be read again up to a tenth
 early, never late) and where its name lies in one area of names. Everything kept was
 read in one generation of the change signal: once it moves, all of it is dropped.
@@ -22,7 +22,10 @@ cannot be read whole (a damaged row in it), it reads its own animal only, so one
 row fails only its own getPet. The columns grow with the highest slot used; the
 names' area is emptied, with everything kept, once it would pass
 :data:`KEPT_NAME_BYTES`, and a name longer than :data:`NAME_BYTES_MAX` is never kept
-(docs/operations/run.md: at most 64 MiB a worker).
+(docs/operations/run.md: at most 52 MiB a worker). The id's rest and the category
+are kept in four bytes each: an animal whose id is 2**52 or more (with
+:data:`KEPT_SLOTS` slots) or whose category is outside the 32-bit integers is read
+each time.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from petstore.server.store.decorator import PetsDecorator
 from petstore.server.store.pets import PetRepository
 
 #: Slots of the columns (a power of two): ids 1 to 1,048,575 each have one of their
-#: own. The columns take 27 bytes a slot up to the highest slot used.
+#: own. The columns take 19 bytes a slot up to the highest slot used.
 KEPT_SLOTS = 1 << 20
 #: Bytes of kept names at most (their UTF-8): past it, everything kept is dropped.
 KEPT_NAME_BYTES = 32 << 20
@@ -54,7 +57,9 @@ _GROWTH = 1 << 12  # slots the columns hold at least once they hold any
 #: Seconds the first kept read time lies after the epoch of read times, so that a
 #: read stamped a little before it can be kept too.
 _EPOCH_BEFORE = 3600.0
-_TENTHS_MAX = (1 << 32) - 1  # about 13 years of read times
+_UINT32_MAX = (1 << 32) - 1
+_TENTHS_MAX = _UINT32_MAX  # about 13 years of read times
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class KeptPets(PetsDecorator):
@@ -69,6 +74,7 @@ class KeptPets(PetsDecorator):
         if slots <= 0 or slots & (slots - 1):
             raise ValueError(f"slots must be a power of two, not {slots}")
         self._mask = slots - 1
+        self._shift = slots.bit_length() - 1  # an id is its slot and its tag's bits
         self._name_bytes = name_bytes
         #: The generation of the change signal every kept animal was read in.
         self._generation = -1
@@ -77,9 +83,9 @@ class KeptPets(PetsDecorator):
         self._clear()
 
     def _clear(self) -> None:
-        """Drop everything kept: no slot holds an animal (id 0)."""
-        self._ids = array("q")
-        self._categories = array("q")
+        """Drop everything kept: no slot holds an animal (tag 0)."""
+        self._tags = array("I")  # the id's bits above its slot's, plus one; 0: none
+        self._categories = array("i")
         self._statuses = bytearray()
         self._read_at = array("I")  # tenths of a second after _epoch, rounded down
         self._name_starts = array("I")
@@ -93,9 +99,9 @@ class KeptPets(PetsDecorator):
         if changes.generation != self._generation:  # nothing kept holds any longer
             self._clear()
             self._generation = changes.generation
-        slot = pet_id & self._mask
-        kept_id = self._ids[slot] if slot < len(self._ids) else 0  # 0: none
-        if kept_id == pet_id != 0:
+        slot, tag = pet_id & self._mask, (pet_id >> self._shift) + 1
+        kept_tag = self._tags[slot] if slot < len(self._tags) else 0  # 0: none
+        if kept_tag == tag:
             assert self._epoch is not None
             read_at = self._epoch + self._read_at[slot] / 10
             if changes.holds(Stamp(self._generation, read_at)):
@@ -109,7 +115,7 @@ class KeptPets(PetsDecorator):
                     status=_STATUSES[self._statuses[slot]],
                 )
         stamp = changes.stamp()
-        if kept_id in (0, pet_id):
+        if kept_tag in (0, tag):
             try:
                 return await self._read_block(pet_id, stamp)
             except msgspec.ValidationError:  # a damaged row fails only its own getPet
@@ -135,7 +141,7 @@ class KeptPets(PetsDecorator):
         no animal (perhaps deleted), and its slot keeps none of that id. A read stamped
         before the generation of what is kept is not kept; one stamped after it drops
         everything kept first."""
-        slot = pet_id & self._mask
+        slot, tag = pet_id & self._mask, (pet_id >> self._shift) + 1
         name = None if found is None else found.name.encode("utf-8", "surrogatepass")
         if stamp.generation > self._generation:
             self._clear()
@@ -144,23 +150,25 @@ class KeptPets(PetsDecorator):
             self._epoch = stamp.read_at - _EPOCH_BEFORE
         tenths = math.floor((stamp.read_at - self._epoch) * 10)
         if (
-            name is None
+            found is None
+            or name is None
             or len(name) > NAME_BYTES_MAX
             or stamp.generation < self._generation
             or not 0 <= tenths <= _TENTHS_MAX
+            or tag > _UINT32_MAX
+            or not _INT32_MIN <= found.category_id <= _INT32_MAX
         ):
-            if slot < len(self._ids) and self._ids[slot] == pet_id:
-                self._ids[slot] = 0
+            if slot < len(self._tags) and self._tags[slot] == tag:
+                self._tags[slot] = 0
             return
-        assert found is not None
-        if slot >= len(self._ids):
+        if slot >= len(self._tags):
             self._grow(slot)
-        ids, names = self._ids, self._names
-        if not (ids[slot] == pet_id and self._name_lengths[slot] == len(name)):
+        tags, names = self._tags, self._names
+        if not (tags[slot] == tag and self._name_lengths[slot] == len(name)):
             if len(names) + len(name) > self._name_bytes:  # drop everything kept
                 self._clear()
                 self._grow(slot)
-                ids, names = self._ids, self._names
+                tags, names = self._tags, self._names
             start = len(names)
             names += name
             self._name_starts[slot] = start
@@ -168,17 +176,17 @@ class KeptPets(PetsDecorator):
         else:  # the same animal again, its name as long: written over in place
             start = self._name_starts[slot]
             names[start : start + len(name)] = name
-        ids[slot] = pet_id
+        tags[slot] = tag
         self._categories[slot] = found.category_id
         self._statuses[slot] = _STATUS_CODES[found.status]
         self._read_at[slot] = tenths
 
     def _grow(self, slot: int) -> None:
         """Lengthen every column to hold ``slot`` (by half their length at least)."""
-        size = min(self._mask + 1, max(slot + 1, len(self._ids) * 3 // 2, _GROWTH))
-        more = size - len(self._ids)
+        size = min(self._mask + 1, max(slot + 1, len(self._tags) * 3 // 2, _GROWTH))
+        more = size - len(self._tags)
         for column in (
-            self._ids,
+            self._tags,
             self._categories,
             self._read_at,
             self._name_starts,
