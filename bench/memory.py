@@ -117,13 +117,14 @@ def rate_limit_windows() -> Any:
 
 def kept_animals() -> Any:
     """Columns of every slot, and as many names of 100 characters outside the BMP (4
-    bytes each) as the names' area holds, in the last slots."""
+    bytes each) as the names' area holds, in the last slots (each animal of the
+    largest category kept)."""
     inner: Any = SimpleNamespace(changes=None)  # never read: filled as a read fills it
     kept = kept_pets.KeptPets(inner)
     name = "\U0001f415" * NAME_MAX_LENGTH
     names = kept_pets.KEPT_NAME_BYTES // len(name.encode())
     for n in range(kept_pets.KEPT_SLOTS - names, kept_pets.KEPT_SLOTS):
-        pet = Pet(n, name[:-1] + chr(0x1F400 + n % 64), 2**62, PetStatus.AVAILABLE)
+        pet = Pet(n, name[:-1] + chr(0x1F400 + n % 64), 2**31 - 1, PetStatus.AVAILABLE)
         kept._keep(n, pet, Stamp(0, 0.0))
     return kept
 

@@ -22,7 +22,7 @@ cannot be read whole (a damaged row in it), it reads its own animal only, so one
 row fails only its own getPet. The columns grow with the highest slot used; the
 names' area is emptied, with everything kept, once it would pass
 :data:`KEPT_NAME_BYTES`, and a name longer than :data:`NAME_BYTES_MAX` is never kept
-(docs/operations/run.md: at most 52 MiB a worker). The id's rest and the category
+(docs/operations/run.md: at most 56 MiB a worker). The id's rest and the category
 are kept in four bytes each: an animal whose id is 2**52 or more (with
 :data:`KEPT_SLOTS` slots) or whose category is outside the 32-bit integers is read
 each time.
