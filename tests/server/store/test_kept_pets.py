@@ -175,6 +175,19 @@ def test_an_id_or_a_category_past_the_columns_is_read_each_time(
     ]
 
 
+@pytest.mark.parametrize("slots", [4, 1 << 20])
+def test_an_id_of_zero_or_below_finds_no_animal(
+    tmp_path: Path, migrated_template: Path, slots: int
+) -> None:
+    """Ids 0 and below (D11: 404) find nothing, whatever their slots hold: an empty
+    slot is not taken for theirs."""
+
+    async def scenario(kept: KeptPets, pets: list[Pet]) -> list[str | None]:
+        return await names(kept, [0, -1, -slots, -slots - 1, -(1 << 63)])
+
+    assert run(tmp_path, migrated_template, scenario, slots=slots) == [None] * 5
+
+
 def test_a_deleted_animal_is_not_found_once_read_again(
     tmp_path: Path, migrated_template: Path
 ) -> None:

@@ -6,25 +6,25 @@ answered again from memory while the store's change signal holds it good
 Only found animals are kept: a miss kept would hide an animal created afterwards, on
 this instance or another.
 
-The animals are kept in columns, 19 bytes an animal beside its name's UTF-8 bytes,
-so that a store of a million animals is kept whole: slot ``id % KEPT_SLOTS`` of each
-column holds the animal of that id (the rest of its id, its category and status), when it was read
-(in tenths of a second, rounded down: a kept answer may be read again up to a tenth
-early, never late) and where its name lies in one area of names. Everything kept was
-read in one generation of the change signal: once it moves, all of it is dropped.
-Ids are handed out in order (D5), so up to :data:`KEPT_SLOTS` animals in a row never
-share a slot; one that does replaces the animal kept there. A getPet that finds
-nothing good in its slot reads the animals of its whole block of :data:`BLOCK_IDS`
-ids in one query and keeps those found (the animals near one asked for are likely
-asked for soon, and an instance starting under load reads its animals in a few
-queries instead of one each); when the slot holds another animal, or the block
-cannot be read whole (a damaged row in it), it reads its own animal only, so one bad
-row fails only its own getPet. The columns grow with the highest slot used; the
-names' area is emptied, with everything kept, once it would pass
+The animals are kept in columns, 19 bytes an animal beside its name's UTF-8 bytes, so
+that a store of a million animals is kept whole: slot ``id % KEPT_SLOTS`` of each
+column holds the animal of that id (the rest of its id, its category and status),
+when it was read (in tenths of a second, rounded down: a kept answer may be read
+again up to a tenth early, never late) and where its name lies in one area of names.
+Everything kept was read in one generation of the change signal: once it moves, all
+of it is dropped. Ids are handed out in order (D5), so up to :data:`KEPT_SLOTS`
+animals in a row never share a slot; one that does replaces the animal kept there. A
+getPet that finds nothing good in its slot reads the animals of its whole block of
+:data:`BLOCK_IDS` ids in one query and keeps those found (the animals near one asked
+for are likely asked for soon, and an instance starting under load reads its animals
+in a few queries instead of one each); when the slot holds another animal, or the
+block cannot be read whole (a damaged row in it), it reads its own animal only, so
+one bad row fails only its own getPet. The columns grow with the highest slot used;
+the names' area is emptied, with everything kept, once it would pass
 :data:`KEPT_NAME_BYTES`, and a name longer than :data:`NAME_BYTES_MAX` is never kept
-(docs/operations/run.md: at most 56 MiB a worker). The id's rest and the category
-are kept in four bytes each: an animal whose id is 2**52 or more (with
-:data:`KEPT_SLOTS` slots) or whose category is outside the 32-bit integers is read
+(docs/operations/run.md: at most 56 MiB a worker). The id's rest and the category are
+kept in four bytes each: an animal whose id is 0 or below, or 2**52 or more (with
+:data:`KEPT_SLOTS` slots), or whose category is outside the 32-bit integers, is read
 each time.
 """
 
@@ -101,7 +101,7 @@ class KeptPets(PetsDecorator):
             self._generation = changes.generation
         slot, tag = pet_id & self._mask, (pet_id >> self._shift) + 1
         kept_tag = self._tags[slot] if slot < len(self._tags) else 0  # 0: none
-        if kept_tag == tag:
+        if kept_tag == tag != 0:  # ids of -1 to -KEPT_SLOTS have tag 0
             assert self._epoch is not None
             read_at = self._epoch + self._read_at[slot] / 10
             if changes.holds(Stamp(self._generation, read_at)):
@@ -155,7 +155,7 @@ class KeptPets(PetsDecorator):
             or len(name) > NAME_BYTES_MAX
             or stamp.generation < self._generation
             or not 0 <= tenths <= _TENTHS_MAX
-            or tag > _UINT32_MAX
+            or not 1 <= tag <= _UINT32_MAX
             or not _INT32_MIN <= found.category_id <= _INT32_MAX
         ):
             if slot < len(self._tags) and self._tags[slot] == tag:
