@@ -2,14 +2,16 @@
 one server, and can stop forwarding (as a paused or cut-off host: the kernel still
 acknowledges, nothing answers), cut a connection at the moment a PostgreSQL
 ``COMMIT`` passes, before or after the server got it, stop forwarding right
-before a ``COMMIT`` (the transaction's statements delivered, its end never), or close
-every connection as a restarted server does."""
+before a ``COMMIT`` (the transaction's statements delivered, its end never), hold each
+new connection's first answer (a slow handshake), or close every connection as a
+restarted server does."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import threading
+import time
 from typing import Literal
 
 #: psycopg ends a transaction with a simple Query message: 'Q', length 11, "COMMIT\0".
@@ -24,6 +26,7 @@ class _Link:
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self.client, self.server = client, server
         self.drop_reply = False  # the server's next answer is dropped, and the link cut
+        self.answered = False  # the server has answered on it
 
     def cut(self) -> None:
         for sock in (self.client, self.server):
@@ -47,6 +50,8 @@ class TcpProxy:
         #: Armed: the next COMMIT cuts its connection, then this goes back to None.
         self.cut: Cut | None = None
         self.cuts = 0
+        #: Seconds each new connection's first answer from the server is held.
+        self.first_answer_delay = 0.0
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -131,6 +136,9 @@ class TcpProxy:
                 elif not upstream and link.drop_reply:
                     link.cut()
                     return
+                elif not upstream and not link.answered:
+                    link.answered = True
+                    time.sleep(self.first_answer_delay)
                 sink.sendall(data)
         except OSError:
             pass

@@ -26,7 +26,11 @@ from petstore.server.config import Settings
 from petstore.server.http.pipeline import Service
 from petstore.server.rules.ratelimit import RateLimiter
 from petstore.server.store import migrate
-from petstore.server.store.counters import REDIS_TIMEOUT_SECONDS, Counters
+from petstore.server.store.counters import (
+    REDIS_CONNECT_SECONDS,
+    REDIS_TIMEOUT_SECONDS,
+    Counters,
+)
 from tests.conformance import Conformance
 from tests.conftest import (
     FakeClock,
@@ -503,6 +507,36 @@ def test_an_answer_that_came_while_the_worker_stood_still_is_counted_not_failed_
     with TcpProxy(port) as proxy:
         counted, error = asyncio.run(run(proxy, Counters(f"redis://127.0.0.1:{proxy.port}/0")))
     assert (counted, error) == (True, None)
+
+
+def test_a_new_connection_slower_to_set_up_than_a_call_is_counted_not_failed_open(
+    fresh_redis: str,
+) -> None:
+    """A new connection's setup (PING, CLIENT SETINFO, AUTH where Redis asks for it)
+    has the connect timeout, not a call's 0.25 s: a busy host, or a new worker's
+    first seconds, that answers it in 0.6 s is counted (D15); one that answers
+    nothing fails open within that timeout."""
+    port = int(fresh_redis.rsplit(":", 1)[1].split("/")[0])
+
+    async def run(proxy: TcpProxy) -> tuple[bool, str | None, float]:
+        limiter = RateLimiter("100/minute", counters=Counters(f"redis://127.0.0.1:{proxy.port}/0"))
+        proxy.first_answer_delay = REDIS_TIMEOUT_SECONDS + 0.35
+        slow = await limiter.hit(1)
+        error = limiter.store_error
+        await limiter.close()
+        limiter = RateLimiter("100/minute", counters=Counters(f"redis://127.0.0.1:{proxy.port}/0"))
+        proxy.pause()
+        started = time.monotonic()
+        silent = await limiter.hit(1)
+        waited = time.monotonic() - started
+        proxy.resume()
+        await limiter.close()
+        return slow is not None and silent is None, error, waited
+
+    with TcpProxy(port) as proxy:
+        counted_then_failed_open, error, waited = asyncio.run(run(proxy))
+    assert (counted_then_failed_open, error) == (True, None)
+    assert REDIS_CONNECT_SECONDS <= waited < REDIS_CONNECT_SECONDS + 0.5
 
 
 def test_connections_redis_closed_while_pooled_count_again_without_failing_open(

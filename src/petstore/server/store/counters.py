@@ -3,38 +3,43 @@ or in Redis (``PETSTORE_REDIS_URL``: every instance shares one budget).
 
 The ``limits`` library counts; this module only chooses and owns its storage, so that
 the rules (:mod:`petstore.server.rules.ratelimit`) import no driver. A Redis that
-does not answer within :data:`REDIS_TIMEOUT_SECONDS` (a new connection within
-:data:`REDIS_CONNECT_SECONDS`) is a failed call, which the rate limiter turns into
-failing open; a call on a connection Redis has closed is tried once more on a new one
-(:data:`REDIS_RETRY`).
+does not answer within :data:`REDIS_TIMEOUT_SECONDS` (a new connection's handshakes,
+then its setup, within :data:`REDIS_CONNECT_SECONDS` each) is a failed call, which the
+rate limiter turns into failing open; a call on a connection Redis has closed is tried
+once more on a new one (:data:`REDIS_RETRY`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import socket
 
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from redis.asyncio import ConnectionPool
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 #: How long one Redis call on an open connection may take: a limit check must never
 #: hold a request up for long (D15 fails open instead).
 REDIS_TIMEOUT_SECONDS = 0.25
-#: How long a new connection may take: TCP's and TLS's handshakes (rediss://), the
-#: AUTH and the client's own setup, a few round trips and a signature check that a
-#: busy host can stretch past a call's 0.25 s. After a failure the rate limiter leaves
-#: Redis alone for a second (``rules.ratelimit``), so an unreachable Redis costs a
-#: request this at most once a second per worker.
+#: How long a new connection's handshakes may take, TCP's and TLS's (rediss://), and
+#: then, as long again, its setup: the AUTH (or HELLO), a PING and the client's name
+#: and version (``CLIENT SETINFO``), a few round trips and a signature check that a
+#: busy host, or a new worker's first busy seconds, can stretch past a call's 0.25 s
+#: (:func:`_set_up`). After a failure the rate limiter leaves Redis alone for a
+#: second (``rules.ratelimit``), so an unreachable Redis costs a request this at most
+#: once a second per worker.
 REDIS_CONNECT_SECONDS = 1.0
 #: The longest a Redis call takes while its worker runs: a pooled connection found
-#: closed, a new one (:data:`REDIS_CONNECT_SECONDS`) and the call on it
-#: (:data:`REDIS_TIMEOUT_SECONDS`), with a quarter second to spare. A call that fails
-#: after longer was not timed out by Redis but by the worker itself standing still
-#: (paused, or starved of the processor) while Redis answered.
-REDIS_CALL_SECONDS_MAX = REDIS_CONNECT_SECONDS + REDIS_TIMEOUT_SECONDS + 0.25
+#: closed, a new one's handshakes and setup (:data:`REDIS_CONNECT_SECONDS` each) and
+#: the call on it (:data:`REDIS_TIMEOUT_SECONDS`), with a quarter second to spare. A
+#: call that fails after longer was not timed out by Redis but by the worker itself
+#: standing still (paused, or starved of the processor) while Redis answered.
+REDIS_CALL_SECONDS_MAX = 2 * REDIS_CONNECT_SECONDS + REDIS_TIMEOUT_SECONDS + 0.25
 #: D25: a Redis host that vanishes without a FIN is noticed by TCP as PostgreSQL's is
 #: (``postgres_connections.KEEPALIVES``): an idle connection after 2 s and 3 probes 1 s
 #: apart, one with data unacknowledged after 2 s. A call fails open after
@@ -58,6 +63,22 @@ REDIS_RETRY = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
 REDIS_HEALTH_CHECK_SECONDS = 30
 
 
+async def _set_up(connection: AbstractConnection) -> None:
+    """Set up a new Redis ``connection`` (redis-py's own ``on_connect``: AUTH, PING,
+    ``CLIENT SETINFO``, SELECT) within :data:`REDIS_CONNECT_SECONDS` in all, instead
+    of :data:`REDIS_TIMEOUT_SECONDS` for each reply. Raises redis-py's TimeoutError
+    when it takes longer (redis-py then closes the connection), and what
+    ``on_connect`` raises."""
+    call_timeout, connection.socket_timeout = connection.socket_timeout, None
+    try:
+        async with asyncio.timeout(REDIS_CONNECT_SECONDS):
+            await connection.on_connect()
+    except TimeoutError as exc:  # asyncio's, not a RedisError: said as redis-py's
+        raise RedisTimeoutError("Timeout setting up a new connection") from exc
+    finally:
+        connection.socket_timeout = call_timeout
+
+
 class Counters:
     """The counters' storage and what owning it takes: a health check and a close."""
 
@@ -76,6 +97,7 @@ class Counters:
                 socket_keepalive_options=REDIS_KEEPALIVE_OPTIONS,
                 health_check_interval=REDIS_HEALTH_CHECK_SECONDS,
                 retry=REDIS_RETRY,
+                redis_connect_func=_set_up,
             )
             self._redis = RedisStorage(
                 f"async+{redis_url}",
