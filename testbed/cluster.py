@@ -161,7 +161,10 @@ class Cluster:
     def _start(self) -> str:
         apps = [f"app{i + 1}" for i in range(len(self.instances))]
         servers = [*apps, "monitor", *(f"db{i + 1}" for i in range(NODES)), "redis"]
-        self.certificates.make(*dict.fromkeys(self.hosts.addresses[name] for name in servers))
+        self.certificates.make(
+            *dict.fromkeys(self.hosts.addresses[name] for name in servers),
+            self.postgres.node_certificate,
+        )
         self.certificates.give_to_postgres()
         self.start_redis()
         if self.repository is not None:

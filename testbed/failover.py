@@ -13,7 +13,8 @@ and a connection to a vanished host is found dead within seconds.
 
 Every connection between hosts is TLS with the server verified, as
 docs/operations/tls.md sets it up: each server presents a certificate of the
-deployment's CA (:mod:`testbed.certificates`) for its address, every client (the
+deployment's CA (:mod:`testbed.certificates`) for its address (the data nodes one
+certificate, at one path, for all their addresses), every client (the
 service, the keepers, the monitor's and the secondaries' connections, this harness)
 connects with ``sslmode=verify-full`` against that CA, and every ``pg_hba.conf``
 refuses a TCP connection without TLS before any other line is read. Roles sign in
@@ -52,6 +53,8 @@ DATABASE = "petstore"
 #: The service's role, the database's owner (docs/operations/deploy.md, step 1).
 SERVICE_ROLE = "petstore"
 NODES = 3
+#: The file name (and first name) of the data nodes' certificate.
+NODE_CERTIFICATE = "data-nodes"
 #: The roles that sign in with a password, and who uses each: the service, this
 #: harness (a superuser), the keepers at the monitor and the secondaries' streaming.
 ROLES = (SERVICE_ROLE, "postgres", "autoctl_node", "pgautofailover_replicator")
@@ -70,10 +73,11 @@ CONNECTION_BOUNDS = (
 class PostgresNodes:
     """The monitor (host ``monitor``) and :data:`NODES` data nodes (hosts ``db1``..)
     under ``root``; ``ports`` are the monitor's then each node's. Each serves TLS with
-    the certificate of its address in ``certificates`` (made by the caller, the
-    PostgreSQL user's). Nothing runs until :meth:`create`. ``nodes[i]`` is None while
-    node ``i`` is down. With ``disk_size`` (``2g``) each node's folder is a small disk
-    of its own (``disks[i]``)."""
+    a certificate in ``certificates`` (made by the caller, the PostgreSQL user's): the
+    monitor's of its address, the nodes' :attr:`node_certificate`. Nothing runs
+    until :meth:`create`. ``nodes[i]`` is None while node ``i`` is down. With
+    ``disk_size`` (``2g``) each node's folder is a small disk of its own
+    (``disks[i]``)."""
 
     def __init__(
         self, root: Path, *, hosts: Hosts, ports: list[int], certificates: Certificates,
@@ -106,6 +110,24 @@ class PostgresNodes:
     def address(self, index: int) -> str:
         """Node ``index``'s host address."""
         return self.hosts.addresses[f"db{index + 1}"]
+
+    @property
+    def node_certificate(self) -> str:
+        """The one certificate every data node serves, for every node's address
+        (``NAME,ALTNAME,...`` for :meth:`Certificates.make`), at one path: pg_rewind
+        copies a node's configuration, which names the file, to the node that
+        rejoins (docs/operations/recover.md). On hosts of their own each node would
+        have a certificate of its own at that path."""
+        addresses = dict.fromkeys(self.address(i) for i in range(NODES))
+        return ",".join([NODE_CERTIFICATE, *addresses])
+
+    def rewind_source_url(self, index: int) -> str:
+        """Node ``index`` as pg_rewind reaches it when another node rejoins after a
+        failover: the replication role, at the ``postgres`` database."""
+        return (
+            f"postgresql://{self._signed_in('pgautofailover_replicator')}@"
+            f"{self.address(index)}:{self.node_ports[index]}/postgres?{self._verified}"
+        )
 
     @property
     def _verified(self) -> str:
@@ -193,13 +215,14 @@ class PostgresNodes:
     def _socket_answers(self, port: int, dbname: str) -> bool:
         return _ask(self._socket_url(port, dbname), "SELECT 1") is not None
 
-    def _tls_options(self, address: str) -> tuple[str, ...]:
-        """pg_autoctl's options for a server at ``address``: its certificate, the CA,
-        scram-sha-256 passwords and ``verify-full`` in every connection it makes."""
+    def _tls_options(self, certificate: str) -> tuple[str, ...]:
+        """pg_autoctl's options for a server of ``certificate`` (its name in
+        :attr:`certificates`): its certificate, the CA, scram-sha-256 passwords and
+        ``verify-full`` in every connection it makes."""
         return (
             "--auth", "scram-sha-256", "--ssl-ca-file", str(self.certificates.ca),
-            "--server-cert", str(self.certificates.certificate(address)),
-            "--server-key", str(self.certificates.key(address)), "--ssl-mode", "verify-full",
+            "--server-cert", str(self.certificates.certificate(certificate)),
+            "--server-key", str(self.certificates.key(certificate)), "--ssl-mode", "verify-full",
         )  # fmt: skip
 
     def _restrict_hba(self, pgdata: Path, lines: list[str]) -> None:
@@ -329,7 +352,7 @@ class PostgresNodes:
             host, "create", "postgres", "--pgdata", str(pgdata),
             "--pgport", str(self.node_ports[index]), "--hostname", self.address(index),
             "--listen", self.address(index), "--name", name, "--dbname", DATABASE,
-            *self._tls_options(self.address(index)), "--pgctl", self.pg_ctl,
+            *self._tls_options(NODE_CERTIFICATE), "--pgctl", self.pg_ctl,
             "--candidate-priority", "50", "--replication-quorum", "true",
             "--monitor", self._keepers_monitor_url,
         )  # fmt: skip
@@ -341,6 +364,10 @@ class PostgresNodes:
             f"hostssl {DATABASE} {SERVICE_ROLE} {{cidr}} scram-sha-256",
             "hostssl all postgres {cidr} scram-sha-256",
             "hostssl replication pgautofailover_replicator {cidr} scram-sha-256",
+            # pg_rewind, when a former primary rejoins, signs in to the `postgres`
+            # database; pg_autoctl's own line names only --dbname's, and without this
+            # one every rejoin is a whole pg_basebackup.
+            "hostssl postgres pgautofailover_replicator {cidr} scram-sha-256",
         ])  # fmt: skip
         _include(pgdata, DEPLOY / "postgres" / "node.conf", "petstore-node.conf")
         if self.archiving:

@@ -40,7 +40,11 @@ def renew(cluster: Cluster) -> list[str]:
     before = {endpoint: _serial(cluster, *endpoint) for endpoint in endpoints}
     certificates = cluster.certificates
     names = [cluster.hosts.addresses[name] for name in _hosts(cluster)]
-    certificates.make(*dict.fromkeys(names), f"{CERTIFICATE},{cluster.balancers.address}")
+    certificates.make(
+        *dict.fromkeys(names),
+        cluster.postgres.node_certificate,
+        f"{CERTIFICATE},{cluster.balancers.address}",
+    )
     certificates.give_to_postgres()
     pg = cluster.postgres
     for port, node in [(pg.monitor_port, pg.monitor), *zip(pg.node_ports, pg.nodes, strict=True)]:

@@ -68,8 +68,9 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
     """``make cluster`` then ``make cluster-down``, from the recorded state: the
     service answers through HAProxy over TLS (its certificate verified against the test
     bed's CA; the instances' Link headers name the https URL; HAProxy's own answers are
-    Error bodies, D10), then no process of any of its process groups and none of its
-    ports is left."""
+    Error bodies, D10), every data node lets pg_rewind in (a former primary rejoins by
+    rewinding, not by a whole copy), then no process of any of its process groups and
+    none of its ports is left."""
     topology = cluster.Cluster(root, instances=2)
     key = topology.up()
     try:
@@ -96,6 +97,11 @@ def test_cluster_down_leaves_no_process_and_no_port(root: Path) -> None:
         standbys = _synchronous_standbys(topology.postgres.node_url(0))
         assert standbys.count("pgautofailover_standby_") == 2
         _every_server_refuses_what_is_not_verified_tls(topology)
+        for node in range(len(topology.postgres.node_ports)):  # a former primary rejoins
+            with psycopg.connect(topology.postgres.rewind_source_url(node)) as rewind:
+                assert rewind.execute("SELECT current_user").fetchone() == (
+                    "pgautofailover_replicator",
+                )
         # No instance in rotation, their unchecked backups in maintenance too (an
         # operator's stop of every one): HAProxy's own answer.
         for name in ("i1", "i2", "i1-backup", "i2-backup"):
