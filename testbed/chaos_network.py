@@ -93,7 +93,7 @@ def run(
             with (
                 wire,
                 workload.load(cluster, key, workers, readers=1) as book,
-                limit_probe.probing(cluster, probe_key, f"client{workers + 1}") as answers,
+                limit_probe.probing(cluster, probe_key, f"client{workers + 1}") as probe,
             ):
                 canary = _canaries(cluster, key) if capture else {}
                 joint = Joint() if overlap else None
@@ -109,7 +109,7 @@ def run(
             print(f"The deployment did not recover: {broken}", file=out)
             _keep_logs(root, out)
             return {"broken": 1}
-        limits = limit_probe.judge(answers, notes.redis_outages)
+        limits = limit_probe.judge(probe.answers, notes.redis_outages, probe.stalls)
         if limits.late:  # the instances' logs say why a count failed
             _keep_logs(root, out)
     finally:
@@ -277,9 +277,17 @@ def report(
         f"{limits.over_limit} over twice the limit in a second, {limits.failing_open} "
         f"answered failing open over {limits.open_seconds:.1f} s, the last "
         f"{limits.longest_return:.1f} s after Redis returned ({limits.late} later than "
-        f"{limit_probe.BOUND:.0f} s or with Redis there)",
+        f"{limit_probe.BOUND:.0f} s or with Redis answering)",
         file=out,
     )
+    if limits.stalls:
+        print(
+            f"  Redis stood still outside its faults {limits.stalls} times (a PING of the "
+            f"probe's host unanswered after {limit_probe.STALL:.2f} s), the longest "
+            f"{limits.longest_stall:.2f} s; {limits.after_stall} answers failed open "
+            f"within {limit_probe.BOUND:.0f} s of one and of no fault (D15)",
+            file=out,
+        )
     for at in limits.late_at:  # what was going on when a late one was answered
         during = [w.kind for w in windows if w.started <= at <= w.ended] or ["between faults"]
         print(f"  rate limit failing open late: {at - windows[0].started:.1f} s into the run, "
@@ -302,7 +310,8 @@ def report(
         "operations": len(ops), "acknowledged": acknowledged, "faults": len(faults),
         "kinds": len(set(faults)), "nodes_differ": len(differ),
         "over_limit": limits.over_limit, "late_limit": limits.late,
-        "failing_open": limits.failing_open, "d27_missed": d27.missed,
+        "failing_open": limits.failing_open, "redis_stalls": limits.stalls,
+        "after_stall": limits.after_stall, "d27_missed": d27.missed,
         "d27_judged": d27.judged, **counts,
     }  # fmt: skip
 

@@ -196,17 +196,21 @@ class Cluster:
         created = self._petstore("keys", "create", "--name", name, "--rate-limit", rate_limit)
         return created.splitlines()[-1]
 
+    @property
+    def redis_url(self) -> str:
+        """The instances' Redis URL: TLS verified against the deployment's CA."""
+        return (
+            f"rediss://:{self.redis_password}@{self.hosts.addresses['redis']}:"
+            f"{self.redis_port}/0?ssl_ca_certs={self.certificates.ca}"
+        )
+
     def _write_secrets(self) -> None:
         folder = self.root / "secrets"
         folder.mkdir(mode=0o700)
         for name, value in (
             ("petstore_cursor_secret", secrets.token_urlsafe(32)),
             ("petstore_database_url", self.postgres.url),
-            (
-                "petstore_redis_url",
-                f"rediss://:{self.redis_password}@{self.hosts.addresses['redis']}:"
-                f"{self.redis_port}/0?ssl_ca_certs={self.certificates.ca}",
-            ),
+            ("petstore_redis_url", self.redis_url),
         ):
             (folder / name).write_text(value + "\n")
             (folder / name).chmod(0o600)

@@ -437,3 +437,24 @@ def test_failing_open_long_after_redis_returned_or_with_redis_never_lost_is_late
     assert judged.late == 16
     assert judged.late_at[0] == pytest.approx(3.0 + BOUND + 1)  # when: named in the report
     assert judge(paced(0.0, 1.0, 200, counted=False), []).late == 16
+
+
+def test_failing_open_within_bound_of_redis_standing_still_is_d15_not_late() -> None:
+    stall = (2.0, 2.4)  # a PING of the watch unanswered for 0.4 s, no fault
+    answers = (
+        paced(0.0, 2.0, 429, counted=True)
+        + paced(2.0, 1.0, 200, counted=False)
+        + paced(3.0, 1.0, 429, counted=True)
+    )
+    judged = judge(answers, [], [stall])
+    assert (judged.late, judged.after_stall) == (0, 16)
+    assert (judged.stalls, judged.longest_stall) == (1, pytest.approx(0.4))
+    # Long after the stall it explains nothing: late, as with Redis never lost.
+    later = judge(paced(2.4 + BOUND + 1, 1.0, 200, counted=False), [], [stall])
+    assert (later.late, later.after_stall) == (16, 0)
+
+
+def test_a_stall_within_an_outage_is_the_outages_own() -> None:
+    answers = paced(2.0, 4.0, 200, counted=False) + paced(6.0 + BOUND + 1, 1.0, 200, counted=False)
+    judged = judge(answers, [(2.0, 6.0)], [(3.0, 6.5)])  # PINGs failing while cut off
+    assert (judged.stalls, judged.after_stall, judged.late) == (0, 0, 16)
