@@ -2,9 +2,14 @@
 alone, is found and named; clean histories (concurrent creates, a replayed key, a
 walk that started before a create ended) pass. Also the availability figures
 (testbed/availability.py), the comparison of the data nodes' final states
-(testbed/final_state.py) and the rate-limit probe's judgement (testbed/limit_probe.py)."""
+(testbed/final_state.py), and the rate-limit probe's judgement and its watch of Redis
+(testbed/limit_probe.py)."""
 
 from __future__ import annotations
+
+import threading
+import time
+from urllib.parse import urlsplit
 
 import msgspec
 import pytest
@@ -12,8 +17,10 @@ import pytest
 from testbed.availability import availability, table, unavailability
 from testbed.final_state import disagreements
 from testbed.history import Op, Page, Pet, Verdict, Window, check
-from testbed.limit_probe import BOUND, LIMIT, Answer, judge
+from testbed.limit_probe import BOUND, LIMIT, STALL, Answer, judge, watch
+from tests.conftest import redis_url
 from tests.members import changed, sample
+from tests.tcpproxy import TcpProxy
 from tests.testbed.animals import created, pet
 
 
@@ -458,3 +465,24 @@ def test_a_stall_within_an_outage_is_the_outages_own() -> None:
     answers = paced(2.0, 4.0, 200, counted=False) + paced(6.0 + BOUND + 1, 1.0, 200, counted=False)
     judged = judge(answers, [(2.0, 6.0)], [(3.0, 6.5)])  # PINGs failing while cut off
     assert (judged.stalls, judged.after_stall, judged.late) == (0, 0, 16)
+
+
+def test_the_watch_marks_redis_standing_still_and_nothing_while_it_answers() -> None:
+    port = urlsplit(redis_url()).port
+    assert port is not None
+    stalls: list[tuple[float, float]] = []
+    stop = threading.Event()
+    with TcpProxy(port) as proxy:
+        watching = threading.Thread(target=watch, args=(f"redis://127.0.0.1:{proxy.port}/0",
+                                                        stop, stalls))  # fmt: skip
+        watching.start()
+        time.sleep(0.5)  # about 10 PINGs, each answered at once
+        assert stalls == []
+        proxy.pause()  # Redis stands still for 0.6 s
+        time.sleep(0.6)
+        proxy.resume()
+        time.sleep(0.3)
+        stop.set()
+        watching.join(5)
+    assert len(stalls) == 1
+    assert 0.6 - STALL < stalls[0][1] - stalls[0][0] < 1.0
