@@ -120,7 +120,10 @@ def run(
         print(f"  broken promise: {note}", file=out)
     found = [key, probe_key, *hashes]
     seen = look_at_the_wire(root / "wire.pcap", cluster, found, canary, out=out)
-    counts = report(book.ops, windows, stored, disagreements(views), limits, out=out)
+    waited = _redis_waits(root / "wire.pcap", cluster) if limits.late else None
+    counts = report(
+        book.ops, windows, stored, disagreements(views), limits, redis_waits=waited, out=out
+    )
     return {**counts, **seen, "broken": len(notes.broken)}
 
 
@@ -189,6 +192,23 @@ def look_at_the_wire(
     return {"in_clear": len(leaks), "blind": int(not found["canary"])}
 
 
+#: Seconds on the wire past which an answer of Redis is named beside a late fail-open.
+WIRE_WAIT = 0.1
+
+
+def _redis_waits(path: Path, cluster: Cluster) -> list[tuple[float, str, float]] | None:
+    """The waits for Redis longer than :data:`WIRE_WAIT` in the capture at ``path``
+    (None without one): when the client's bytes crossed (monotonic seconds), the
+    client's host and the seconds waited."""
+    if not path.exists():
+        return None
+    names = {address: name for name, address in cluster.hosts.addresses.items()}
+    since = time.time() - time.monotonic()  # the capture's clock is the wall clock
+    found = wire.waits(path, cluster.hosts.addresses["redis"], cluster.redis_port,
+                       longer_than=WIRE_WAIT)  # fmt: skip
+    return [(w.sent - since, names.get(w.client, w.client), w.seconds) for w in found]
+
+
 def _keep_logs(root: Path, out: Any) -> None:
     """Copy the parts' logs out of ``root`` (removed at the end) for a post-mortem."""
     kept = Path(tempfile.mkdtemp(prefix="petstore-chaos-network-logs-"))
@@ -236,11 +256,14 @@ def _stored(cluster: Cluster, key: str) -> list[Pet]:
 
 def report(
     ops: list[Op], windows: list[Window], stored: list[Pet], differ: list[str],
-    limits: limit_probe.Judgement, *, out: Any = sys.stdout,
+    limits: limit_probe.Judgement, *,
+    redis_waits: list[tuple[float, str, float]] | None = None, out: Any = sys.stdout,
 ) -> dict[str, int]:  # fmt: skip
     """Print the availability table and D27's verdict on it, the anomalies found
     (``differ``: how the data nodes' and the service's views of the final state
-    differ), what the rate-limit probe saw (``limits``) and the last line; returns the
+    differ), what the rate-limit probe saw (``limits``; beside each late fail-open,
+    the ``redis_waits`` on the wire in the second before it, when captured:
+    :func:`_redis_waits`) and the last line; returns the
     counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``,
     ``over_limit``, ``late_limit``, ``failing_open``, ``d27_missed``, ``d27_judged``,
     then the checker's, :meth:`testbed.history.Verdict.counts`)."""
@@ -292,6 +315,11 @@ def report(
         during = [w.kind for w in windows if w.started <= at <= w.ended] or ["between faults"]
         print(f"  rate limit failing open late: {at - windows[0].started:.1f} s into the run, "
               f"during {', '.join(during)}", file=out)  # fmt: skip
+        if redis_waits is not None:  # did Redis answer late on the wire, or the instance?
+            near = [f"{host} waited {seconds:.2f} s from {sent - windows[0].started:.1f} s"
+                    for sent, host, seconds in redis_waits if at - 1.0 <= sent <= at]  # fmt: skip
+            said = "; ".join(near) or f"no Redis answer took over {WIRE_WAIT} s in the second"
+            print(f"    on the wire: {said}", file=out)
     acknowledged = sum(op.kind == "create" and op.outcome == "ok" for op in ops)
     # Two kinds drawn together count as two faults, each of its kind.
     faults = [k for w in windows if w.kind != "no fault (baseline)" for k in w.kind.split(JOINED)]

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 import dpkt
 
@@ -104,3 +105,39 @@ def packets(path: Path) -> tuple[int, int]:
         for _, frame in dpkt.pcap.Reader(capture):
             count, size = count + 1, size + len(frame)
     return count, size
+
+
+class Wait(NamedTuple):
+    """A client's wait for a server on the wire: when its bytes crossed (wall-clock
+    seconds, the capture's), its address, and the seconds until the server's next
+    bytes on that connection crossed back."""
+
+    sent: float
+    client: str
+    seconds: float
+
+
+def waits(path: Path, server: str, port: int, *, longer_than: float) -> list[Wait]:
+    """Each :class:`Wait` longer than ``longer_than`` seconds in the capture at
+    ``path`` for the server at ``server``:``port``, in capture order: from a client's
+    first bytes not yet answered (a segment sent again counts from the first) to the
+    server's next bytes on the same connection. Bytes never answered (a TLS
+    close_notify) make no wait."""
+    asked: dict[tuple[str, int], float] = {}
+    found: list[Wait] = []
+    with path.open("rb") as capture:
+        for at, frame in dpkt.pcap.Reader(capture):
+            packet = dpkt.ethernet.Ethernet(frame).data
+            if not isinstance(packet, dpkt.ip.IP) or not isinstance(packet.data, dpkt.tcp.TCP):
+                continue
+            segment = packet.data
+            source, target = socket.inet_ntoa(packet.src), socket.inet_ntoa(packet.dst)
+            if not segment.data:
+                continue
+            if (target, segment.dport) == (server, port):
+                asked.setdefault((source, segment.sport), at)
+            elif (source, segment.sport) == (server, port):
+                sent = asked.pop((target, segment.dport), None)
+                if sent is not None and at - sent > longer_than:
+                    found.append(Wait(sent, target, at - sent))
+    return found
