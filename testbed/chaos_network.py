@@ -265,8 +265,8 @@ def report(
     the ``redis_waits`` on the wire in the second before it, when captured:
     :func:`_redis_waits`) and the last line; returns the
     counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``,
-    ``over_limit``, ``late_limit``, ``failing_open``, ``d27_missed``, ``d27_judged``,
-    then the checker's, :meth:`testbed.history.Verdict.counts`)."""
+    ``over_limit``, ``late_limit``, ``failing_open``, ``redis_stalls``,
+    ``after_stall``, ``d27_missed``, ``d27_judged``, then the checker's, :meth:`testbed.history.Verdict.counts`)."""
     verdict = check(ops, stored)
     budget = (RETRIES + 1) * TIMEOUT
     rows = availability(ops, windows)
