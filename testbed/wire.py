@@ -19,9 +19,9 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
 
 import dpkt
 
@@ -107,7 +107,8 @@ def packets(path: Path) -> tuple[int, int]:
     return count, size
 
 
-class Wait(NamedTuple):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wait:
     """A client's wait for a server on the wire: when its bytes crossed (wall-clock
     seconds, the capture's), its address, and the seconds until the server's next
     bytes on that connection crossed back."""
@@ -139,5 +140,5 @@ def waits(path: Path, server: str, port: int, *, longer_than: float) -> list[Wai
             elif (source, segment.sport) == (server, port):
                 sent = asked.pop((target, segment.dport), None)
                 if sent is not None and at - sent > longer_than:
-                    found.append(Wait(sent, target, at - sent))
+                    found.append(Wait(sent=sent, client=target, seconds=at - sent))
     return found
