@@ -263,10 +263,11 @@ def report(
     (``differ``: how the data nodes' and the service's views of the final state
     differ), what the rate-limit probe saw (``limits``; beside each late fail-open,
     the ``redis_waits`` on the wire in the second before it, when captured:
-    :func:`_redis_waits`) and the last line; returns the
-    counts (``operations``, ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``,
-    ``over_limit``, ``late_limit``, ``failing_open``, ``redis_stalls``,
-    ``after_stall``, ``d27_missed``, ``d27_judged``, then the checker's, :meth:`testbed.history.Verdict.counts`)."""
+    :func:`_redis_waits`) and the last line; returns the counts (``operations``,
+    ``acknowledged``, ``faults``, ``kinds``, ``nodes_differ``, ``over_limit``,
+    ``late_limit``, ``failing_open``, ``redis_stalls``, ``after_stall``,
+    ``d27_missed``, ``d27_judged``, then the checker's,
+    :meth:`testbed.history.Verdict.counts`)."""
     verdict = check(ops, stored)
     budget = (RETRIES + 1) * TIMEOUT
     rows = availability(ops, windows)

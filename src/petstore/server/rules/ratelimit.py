@@ -11,9 +11,10 @@ answers, logs the fault at most once a minute, and ``/readyz`` says so. After a 
 count the store is left alone for :data:`RETRY_AFTER_FAILURE_SECONDS`, every hit
 meanwhile failing open at once: a request does not wait on an unreachable store more
 than once a second in each worker, and counting starts again within a second of its
-return. A count that failed after longer than any call takes
-(:attr:`Counters.longest_call <petstore.server.store.counters.Counters>`) was cut by
-the worker itself standing still while the store answered, and is asked once more.
+return. A count that failed while the worker's event loop stood still
+(:class:`~petstore.server.clock.LoopBeat`: paused, starved of the processor) may
+have been cut by its own timeout expiring while the loop did not run, an answer of
+the store waiting unread: it says nothing of the store, and is asked once more.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class RateLimiter:
         self._logged_at = -math.inf
         self._failed_at = -math.inf
         self._hits = TurnBatcher(self._count)
+        self._beat = clock.LoopBeat()
 
     def policy(self, own_limit: str | None = None) -> tuple[int, int]:
         """The requests a window and the window in seconds of a key with ``own_limit``
@@ -139,16 +141,16 @@ class RateLimiter:
         if self._monotonic() - self._failed_at < RETRY_AFTER_FAILURE_SECONDS:
             return [None] * len(windows)  # failed just now: not asked again yet
         amounts = Counter(windows)
-        started = self._monotonic()
+        self._beat.start()
+        stills = self._beat.stills
         try:
             try:
                 totals = await self._ask(amounts)
             except Exception:
-                if self._monotonic() - started <= self._counters.longest_call:
+                if self._beat.stills == stills:
                     raise
-                # Failed after longer than any call takes: this worker stood still
-                # (paused, starved of the processor) past the call's timeout, which
-                # says nothing of the store. Asked once more: counted twice at worst.
+                # Failed while this worker's loop stood still: asked once more,
+                # counted twice at worst (the module says why).
                 totals = await self._ask(amounts)
         except Exception as exc:  # the limiter store is down: fail open (D15)
             self._failed_at = self._monotonic()
@@ -205,4 +207,5 @@ class RateLimiter:
     async def close(self) -> None:
         """Count the hits already submitted, then release the Redis connections, if any."""
         await self._hits.close()
+        self._beat.stop()
         await self._counters.close()

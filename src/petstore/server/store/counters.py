@@ -12,7 +12,6 @@ once more on a new one (:data:`REDIS_RETRY`).
 from __future__ import annotations
 
 import asyncio
-import math
 import socket
 
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
@@ -34,12 +33,6 @@ REDIS_TIMEOUT_SECONDS = 0.25
 #: second (``rules.ratelimit``), so an unreachable Redis costs a request this at most
 #: once a second per worker.
 REDIS_CONNECT_SECONDS = 1.0
-#: The longest a Redis call takes while its worker runs: a pooled connection found
-#: closed, a new one's handshakes and setup (:data:`REDIS_CONNECT_SECONDS` each) and
-#: the call on it (:data:`REDIS_TIMEOUT_SECONDS`), with a quarter second to spare. A
-#: call that fails after longer was not timed out by Redis but by the worker itself
-#: standing still (paused, or starved of the processor) while Redis answered.
-REDIS_CALL_SECONDS_MAX = 2 * REDIS_CONNECT_SECONDS + REDIS_TIMEOUT_SECONDS + 0.25
 #: D25: a Redis host that vanishes without a FIN is noticed by TCP as PostgreSQL's is
 #: (``postgres_connections.KEEPALIVES``): an idle connection after 2 s and 3 probes 1 s
 #: apart, one with data unacknowledged after 2 s. A call fails open after
@@ -104,8 +97,6 @@ class Counters:
                 implementation="redispy",
                 connection_pool=self._pool,  # type: ignore[arg-type]  # passed through
             )
-        #: Seconds a call can take while this worker runs (memory: no limit).
-        self.longest_call = REDIS_CALL_SECONDS_MAX if redis_url else math.inf
         # limits' asyncio memory storage: its synchronous one starts a thread every
         # 10 ms under load to expire counters, which costs far more than a coroutine.
         self.storage: Storage = self._redis or MemoryStorage()
