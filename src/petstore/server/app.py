@@ -2,13 +2,13 @@
 
 Start reading here. :func:`create_app` builds everything a request needs (nothing at
 import time) and lists the route table (the operations' declarations are beside
-their rules: :meth:`.http.operations.PetsApi.routes`); the lifespan only opens and closes
-connections. A request then goes: :mod:`.http.pipeline` (request id, route; for an
-operation, what its declaration on the route table says: admission, the body;
-errors, access log) -> :mod:`.http.operations` (the operation's rule) -> the rules
+their rules: :meth:`.http.operations.PetsApi.routes`); the lifespan opens and closes
+connections and runs the background work (the D16 purge, the kept animals' warm-up).
+A request then goes: :mod:`.http.pipeline` (request id, route; for an operation,
+what its declaration on the route table says: admission, the body; errors, access
+log) -> :mod:`.http.operations` (the operation's rule) -> the rules
 (:mod:`.rules.pets`, :mod:`.rules.pagination`, :mod:`.rules.idempotency`,
-:mod:`.rules.auth`, :mod:`.rules.ratelimit`) -> :mod:`.store` (SQL).
-docs/architecture.md draws it.
+:mod:`.rules.auth`, :mod:`.rules.ratelimit`) -> :mod:`.store` (SQL). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -161,14 +161,14 @@ def create_app(
         Route("/healthz", GET=operations.healthz),
         Route("/readyz", GET=pets_api.readyz),
     ]
-    serve_metrics_here = settings.metrics_enabled and settings.metrics_port is None
-    if serve_metrics_here:
+    if settings.metrics_enabled and settings.metrics_port is None:  # else on a port of its own
         routes.append(Route("/metrics", GET=metrics_page))
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         await store.open()
         purger = asyncio.create_task(_purge_idempotency_records(store, clock, settings))
+        warming = asyncio.create_task(store.pets.warm())  # kept animals, ahead of getPet
         metrics_server = None
         if settings.metrics_enabled and settings.metrics_port is not None:
             metrics_server, _ = start_http_server(
@@ -181,6 +181,7 @@ def create_app(
                 metrics_server.shutdown()
                 metrics_server.server_close()
             purger.cancel()
+            warming.cancel()
             if rate_limiter is not None:
                 await rate_limiter.close()
             await store.close()
@@ -222,8 +223,7 @@ def _exit_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() == 1:  # the parent died before the request above
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -19,7 +19,9 @@ getPet that finds nothing good in its slot reads the animals of its whole block 
 for are likely asked for soon, and an instance starting under load reads its animals
 in a few queries instead of one each); when the slot holds another animal, or the
 block cannot be read whole (a damaged row in it), it reads its own animal only, so
-one bad row fails only its own getPet. The columns grow with the highest slot used;
+one bad row fails only its own getPet. A new worker reads the store's animals
+ahead of getPet, in id order, as it starts (:meth:`KeptPets.warm`), so that it does
+not serve its first getPets each with a read. The columns grow with the highest slot used;
 the names' area is emptied, with everything kept, once it would pass
 :data:`KEPT_NAME_BYTES`, and a name longer than :data:`NAME_BYTES_MAX` is never kept
 (docs/operations/run.md: at most 56 MiB a worker). The id's rest and the category are
@@ -30,12 +32,15 @@ each time.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 from array import array
 
 import msgspec
 
 from petstore.schemas import INT64_MAX, Pet, PetStatus
+from petstore.server import errors
 from petstore.server.store.changes import Stamp
 from petstore.server.store.decorator import PetsDecorator
 from petstore.server.store.pets import PetRepository
@@ -50,6 +55,9 @@ NAME_BYTES_MAX = 400
 #: Ids read together when the slot of the id asked for is empty: the block
 #: ``[n * BLOCK_IDS, (n + 1) * BLOCK_IDS)`` that holds it.
 BLOCK_IDS = 32
+#: Animals a query reads while a new worker keeps the store's animals ahead of getPet
+#: (:meth:`KeptPets.warm`): about a millisecond of the event loop to keep a page.
+WARM_PAGE = 500
 
 _STATUSES = tuple(PetStatus)
 _STATUS_CODES = {status: code for code, status in enumerate(_STATUSES)}
@@ -60,6 +68,8 @@ _EPOCH_BEFORE = 3600.0
 _UINT32_MAX = (1 << 32) - 1
 _TENTHS_MAX = _UINT32_MAX  # about 13 years of read times
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+log = logging.getLogger("petstore.store")
 
 
 class KeptPets(PetsDecorator):
@@ -123,6 +133,39 @@ class KeptPets(PetsDecorator):
         found = await self.inner.get(pet_id)
         self._keep(pet_id, found, stamp)
         return found
+
+    async def warm(self) -> int:
+        """Keep the store's animals before getPet asks for them, as a worker starts:
+        read them in id order, :data:`WARM_PAGE` a query, each page stamped as a
+        getPet's read is (what changes meanwhile is read again, as the module says).
+        Stops after as many animals as there are slots, before the names' area could
+        overflow (it never drops what it kept), or at a page that cannot be read (the
+        database unreachable, a damaged row): getPet then reads the rest itself.
+        Returns the animals read; logs how many, and in how many seconds, at INFO."""
+        changes = self.changes
+        started = changes.stamp()  # the first look, whose version moves the generation
+        await changes.settled()
+        slots, after_id, read, stopped = self._mask + 1, 0, 0, ""
+        while not stopped:
+            stamp = changes.stamp()
+            try:
+                page = await self.inner.list_page(status=None, after_id=after_id, limit=WARM_PAGE)
+            except (errors.Unavailable, msgspec.ValidationError) as exc:
+                stopped = f"; stopped at a page it could not read ({type(exc).__name__})"
+                break
+            for pet in page:
+                if read == slots or len(self._names) + NAME_BYTES_MAX > self._name_bytes:
+                    stopped = "; stopped with every slot or the names' area taken"
+                    break
+                self._keep(pet.id, pet, stamp)
+                read += 1
+            if len(page) < WARM_PAGE:
+                break
+            after_id = page[-1].id
+            await asyncio.sleep(0)  # SQLite reads without leaving the loop: let requests in
+        seconds = changes.stamp().read_at - started.read_at
+        log.info("kept animals: read %d ahead of getPet in %.1f s%s", read, seconds, stopped)
+        return read
 
     async def _read_block(self, pet_id: int, stamp: Stamp) -> Pet | None:
         """Read and keep the animals of ``pet_id``'s block; the one of ``pet_id``.

@@ -128,6 +128,11 @@ class PetRepository:
         """Creates queued for a commit, not yet in one (group commit's; 0 here)."""
         return 0
 
+    async def warm(self) -> int:
+        """Read ahead what a speed device keeps, before any request asks for it (kept
+        animals' :meth:`.kept_pets.KeptPets.warm`); the animals it kept, 0 here."""
+        return 0
+
     async def close(self) -> None:
         """Finish what is queued (the speed devices'); the database is the store's to close."""
 
