@@ -21,8 +21,8 @@ in a few queries instead of one each); when the slot holds another animal, or th
 block cannot be read whole (a damaged row in it), it reads its own animal only, so
 one bad row fails only its own getPet. A new worker reads the store's animals
 ahead of getPet, in id order, as it starts (:meth:`KeptPets.warm`), so that it does
-not serve its first getPets each with a read. The columns grow with the highest slot used;
-the names' area is emptied, with everything kept, once it would pass
+not serve its first getPets each with a read. The columns grow with the highest slot
+used; the names' area is emptied, with everything kept, once it would pass
 :data:`KEPT_NAME_BYTES`, and a name longer than :data:`NAME_BYTES_MAX` is never kept
 (docs/operations/run.md: at most 56 MiB a worker). The id's rest and the category are
 kept in four bytes each: an animal whose id is 0 or below, or 2**52 or more (with

@@ -130,7 +130,7 @@ class PetRepository:
 
     async def warm(self) -> int:
         """Read ahead what a speed device keeps, before any request asks for it (kept
-        animals' :meth:`.kept_pets.KeptPets.warm`); the animals it kept, 0 here."""
+        animals' :meth:`.kept_pets.KeptPets.warm`); the animals read, 0 here."""
         return 0
 
     async def close(self) -> None:
