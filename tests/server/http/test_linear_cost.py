@@ -118,10 +118,9 @@ HEADERS: dict[str, Callable[[int], list[tuple[bytes, bytes]]]] = {
 
 @pytest.mark.parametrize("shape", HEADERS)
 def test_reading_a_request_costs_time_linear_in_its_headers(shape: str) -> None:
-    # 1,000 and 4,000 headers: 8,000 distinct ones and their dict outgrow a core's 1 MiB
-    # cache, and then another test's work on the other core pushed the reading of
-    # that linear step to 8.03 times the 2,000's in one run of make test (4.6-5.1
-    # on an idle machine, 4.0-4.5 with 1,000 either way).
+    # 1,000 and 4,000 headers fit a core's 1 MiB cache; 8,000 distinct ones and their
+    # dict outgrow it, and then work on the other core (the rest of make test) slows
+    # the larger input more than the smaller, near the 8x that tells a square.
     assert_linear(lambda n: _read(HEADERS[shape](n)), 1_000)
 
 
