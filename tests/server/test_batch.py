@@ -180,8 +180,13 @@ async def test_close_while_a_batch_waits_turns_commits_it_then_refuses() -> None
 async def one_turn(
     batcher: TurnBatcher[int, int], items: tuple[int, ...]
 ) -> list[asyncio.Task[int]]:
-    """Submit ``items`` during one turn of the loop (each caller is a task)."""
-    callers = [asyncio.ensure_future(batcher.submit(n)) for n in items]
+    """Submit ``items`` during one turn of the loop (each caller is a task, as a
+    request is)."""
+
+    async def caller(item: int) -> int:
+        return await batcher.submit(item)
+
+    callers = [asyncio.ensure_future(caller(n)) for n in items]
     await asyncio.sleep(0)  # the callers' first steps: one turn, the submits
     return callers
 

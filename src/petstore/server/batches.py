@@ -68,10 +68,13 @@ class Batcher(Generic[Item, Result]):
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None  # see running_loop
 
-    async def submit(self, item: Item) -> Result:
-        """Run ``item`` with whatever else is waiting; its result once its batch is done.
+    def submit(self, item: Item) -> asyncio.Future[Result]:
+        """Run ``item`` with whatever else is waiting: the future of its result, set
+        once its batch is done (the future itself, as :meth:`TurnBatcher.submit`
+        gives). ``item`` is queued at the call.
 
-        Raises Unavailable after :meth:`close`, and whatever ``commit`` raised.
+        Raises Unavailable after :meth:`close`; the future raises whatever
+        ``commit`` raised.
         """
         if self._closed:
             raise errors.Unavailable("the store is closing; retry shortly")
@@ -80,7 +83,7 @@ class Batcher(Generic[Item, Result]):
         self._queued.append((item, future))
         if self._runner is None:
             self._runner = loop.create_task(self._run())
-        return await future
+        return future
 
     async def _run(self) -> None:
         """Commit what is queued, batch after batch, after ``wait_turns`` turns."""
@@ -128,10 +131,14 @@ class TurnBatcher(Generic[Item, Result]):
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None  # see running_loop
 
-    async def submit(self, item: Item) -> Result:
-        """``item``'s result, once the batch of this turn has run.
+    def submit(self, item: Item) -> asyncio.Future[Result]:
+        """The future of ``item``'s result, set once the batch of this turn has run:
+        the future itself, not a coroutine awaiting it, so that a caller awaits it
+        with no frame between (every request passes here). ``item`` is queued at
+        the call.
 
-        Raises Unavailable after :meth:`close`, and whatever ``run`` raised.
+        Raises Unavailable after :meth:`close`; the future raises whatever ``run``
+        raised.
         """
         if self._closed:
             raise errors.Unavailable("the service is stopping; retry shortly")
@@ -143,7 +150,7 @@ class TurnBatcher(Generic[Item, Result]):
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         self._queued.append((item, future))
-        return await future
+        return future
 
     async def _run_batch(self) -> None:
         batch, self._queued = self._queued, []

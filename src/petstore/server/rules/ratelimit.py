@@ -110,28 +110,19 @@ class RateLimiter:
         item = parse(own_limit)
         return item.amount, item.get_expiry()
 
-    async def hit(self, api_key_id: int, own_limit: str | None = None) -> Quota | None:
+    def hit(self, api_key_id: int, own_limit: str | None = None) -> asyncio.Future[Quota | None]:
         """Count one request of ``api_key_id``, whose own limit is ``own_limit`` (D22;
-        None for the service's): where it leaves the key's window, or None while the
-        counter store is unreachable and the limiter fails open."""
+        None for the service's): the future of where it leaves the key's window, or
+        of None while the counter store is unreachable and the limiter fails open.
+        The hit is counted with the others of this turn of the loop (:meth:`_count`);
+        raises Unavailable once the limiter is closing."""
         slot = (api_key_id, own_limit)
-        window = self._windows.get(slot) or self._window_for(slot)
-        counted = await self._hits.submit(window)
-        if counted is None:
-            return None
-        count, reset_at = counted
-        reset = max(0, math.ceil(reset_at - self._epoch()))
-        limit = window.limit
-        return Quota(
-            remaining=limit - count if count < limit else 0,
-            reset=reset,
-            retry_after=None if count <= limit else reset,
-        )
+        return self._hits.submit(self._windows.get(slot) or self._window_for(slot))
 
-    async def _count(self, windows: list[_Window]) -> list[tuple[int, float] | None]:
+    async def _count(self, windows: list[_Window]) -> list[Quota | None]:
         """Count the hits of one turn of the loop (:class:`TurnBatcher`), one window
-        per hit: each hit's count in its window and the window's end (epoch
-        seconds), or None for every hit while the store is unreachable (fail open).
+        per hit: where each hit leaves its window, or None for every hit while the
+        store is unreachable (fail open).
 
         One ``incr`` by the number of hits per key instead of one per hit (with
         Redis, a round trip each). The counts are those of the hits one after the other: the
@@ -160,12 +151,22 @@ class RateLimiter:
                 log.warning("rate limit store unreachable, failing open: %s", self.store_error)
             return [None] * len(windows)
         self.store_error = None
-        counts: list[tuple[int, float] | None] = []
+        now = self._epoch()
+        quotas: list[Quota | None] = []
         for window in windows:
             count, reset_at = totals[window]
-            totals[window] = (count + 1, reset_at)
-            counts.append((count + 1, reset_at))
-        return counts
+            count += 1
+            totals[window] = (count, reset_at)
+            reset = max(0, math.ceil(reset_at - now))
+            limit = window.limit
+            quotas.append(
+                Quota(
+                    remaining=limit - count if count < limit else 0,
+                    reset=reset,
+                    retry_after=None if count <= limit else reset,
+                )
+            )
+        return quotas
 
     async def _ask(self, amounts: Counter[_Window]) -> dict[_Window, tuple[int, float]]:
         """Add each window's ``amounts`` of hits: its count before them, and its end.
