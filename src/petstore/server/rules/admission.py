@@ -102,13 +102,13 @@ class Admission:
         return errors.Forbidden(f"this API key lacks the {scope} scope", scope=scope)
 
     async def _verify(self, token: bytes, client: tuple[str, int] | None) -> Caller:
-        """The caller of the key ``token`` (:func:`bearer_token`), not verified
-        lately (:meth:`KeyVerifier.cached`): looked up (:class:`KeyVerifier`). A
-        malformed key costs nothing more and is not counted; a
-        well-formed key that is not valid is counted against ``client``'s address,
-        and an address over the failure limit is refused 429 before a key this
-        instance does not know valid is looked up (:mod:`.auth_failures`): the limit
-        stops made-up keys, not the good ones."""
+        """The caller of the key ``token`` (:func:`bearer_token`), which was not
+        verified lately (:meth:`KeyVerifier.cached`), looked up. A malformed key
+        costs nothing more and is not counted (401); a well-formed key that is not
+        valid is counted against ``client``'s address, and an address over the
+        failure limit is refused 429 before a key this instance does not know valid
+        is looked up (:mod:`.auth_failures`): the limit stops made-up keys, not the
+        good ones."""
         verifier = self.verifier
         if not well_formed(token):
             raise malformed()

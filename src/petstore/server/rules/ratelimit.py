@@ -2,8 +2,8 @@
 
 Counters live in memory (one instance) or in Redis (``PETSTORE_REDIS_URL``: every
 instance shares one budget): :class:`petstore.server.store.counters.Counters`.
-:meth:`RateLimiter.hit` returns the request's :class:`Quota`; the HTTP layer turns it
-into the IETF fields of draft-ietf-httpapi-ratelimit-headers. The partition key is
+:meth:`RateLimiter.hit` gives the future of the request's :class:`Quota`; the HTTP layer
+turns it into the IETF fields of draft-ietf-httpapi-ratelimit-headers. The partition key is
 the API key's id, never the key. Hits are counted a turn of the event loop at a time,
 one increment per key (:class:`petstore.server.batches.TurnBatcher`), each hit still
 getting its own count. When Redis cannot be reached the service fails open: it
