@@ -116,6 +116,23 @@ def test_an_allowed_host_behind_a_trusted_proxy_gets_its_scheme(
     assert_links_under("https://pets.example.org/", found)
 
 
+def test_links_follow_each_request_s_scheme_and_host_in_turn(
+    serve: Callable[..., tuple[TestClient, dict[str, str]]],
+) -> None:
+    # The fields of a getPet are kept by scheme and Host: none leaks into another's.
+    client, auth = serve(trust_forwarded_headers=True)
+    for host, scheme in [
+        ("localhost:8000", "http"),
+        ("localhost:8000", "https"),
+        ("evil.example", "https"),
+        ("127.0.0.1:9001", "http"),
+        ("localhost:8000", "http"),
+    ]:
+        found = links(client, auth, host=host, **{"x-forwarded-proto": scheme})
+        base = "http://127.0.0.1:8000/" if host == "evil.example" else f"{scheme}://{host}/"
+        assert_links_under(base, found)
+
+
 def test_an_empty_allow_list_gives_every_development_link_the_configured_url(
     serve: Callable[..., tuple[TestClient, dict[str, str]]],
 ) -> None:

@@ -17,7 +17,7 @@ from lru import LRU
 
 from petstore.server import errors
 from petstore.server.http.exchange import Header, Request
-from petstore.server.http.links import LinkBase
+from petstore.server.http.links import MAX_HOST_CHARS, LinkBase
 
 
 class Deprecation:
@@ -43,17 +43,22 @@ class Deprecation:
             (b"deprecation", f"@{int(date.timestamp())}".encode()),  # RFC 9745
             (b"sunset", format_datetime(sunset, usegmt=True).encode()),  # RFC 8594
         ]
-        self._headers_by_base: LRU[str, list[Header]] = LRU(64)
+        # (scheme, Host as sent) -> the fields: the base of links is decided by these
+        # two alone (:mod:`.links`), so a getPet costs one lookup, not the base's own.
+        self._headers_by_origin: LRU[tuple[str, bytes | None], list[Header]] = LRU(64)
 
     def headers(self, request: Request) -> list[Header]:
         """The ``Deprecation``, ``Sunset`` and ``Link: rel="deprecation"`` fields of an
         answer to ``request``, the link absolute under its base (:mod:`.links`); built
-        once for each base, the 64 last used kept."""
-        base = self.links.base(request)
-        headers = self._headers_by_base.get(base)
+        once for each scheme and ``Host``, the 64 last used kept."""
+        origin = (request.scheme, request.headers.get(b"host"))
+        headers = self._headers_by_origin.get(origin)
         if headers is None:
+            base = self.links.base(request)
             link = f'<{base}v1/docs/deprecations>; rel="deprecation"; type="text/html"'.encode()
-            headers = self._headers_by_base[base] = [*self._headers, (b"link", link)]
+            headers = [*self._headers, (b"link", link)]
+            if origin[1] is None or len(origin[1]) <= MAX_HOST_CHARS:
+                self._headers_by_origin[origin] = headers
         return headers
 
     def check(self, request: Request) -> None:

@@ -83,11 +83,15 @@ class PetChanges:
 
     def holds(self, stamp: Stamp) -> bool:
         """Whether an answer read with ``stamp`` is still good now (the module says when)."""
-        if stamp.generation != self.generation:
-            return False
+        return stamp.generation == self.generation and self.fresh(stamp.read_at)
+
+    def fresh(self, read_at: float) -> bool:
+        """Whether an answer of the current generation read at ``read_at`` (monotonic
+        seconds) is still good now: :meth:`holds` for a caller that has checked the
+        generation itself (kept animals check it once for all of them)."""
         now = self._now()
         self._look_if_due(now)
-        return now - max(stamp.read_at, self._looked) < KEPT_SECONDS
+        return now - max(read_at, self._looked) < KEPT_SECONDS
 
     def _look_if_due(self, now: float) -> None:
         if self._looking is None and now - self._sent >= LOOK_SECONDS:

@@ -113,8 +113,7 @@ class KeptPets(PetsDecorator):
         kept_tag = self._tags[slot] if slot < len(self._tags) else 0  # 0: none
         if kept_tag == tag != 0:  # ids of -1 to -KEPT_SLOTS have tag 0
             assert self._epoch is not None
-            read_at = self._epoch + self._read_at[slot] / 10
-            if changes.holds(Stamp(self._generation, read_at)):
+            if changes.fresh(self._epoch + self._read_at[slot] / 10):  # generation checked above
                 start = self._name_starts[slot]
                 return Pet(
                     id=pet_id,
