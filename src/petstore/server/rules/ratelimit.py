@@ -152,12 +152,16 @@ class RateLimiter:
             return [None] * len(windows)
         self.store_error = None
         now = self._epoch()
+        # Each window's count so far and its seconds to reset, the same for its hits.
+        counts = {
+            window: [count, max(0, math.ceil(reset_at - now))]
+            for window, (count, reset_at) in totals.items()
+        }
         quotas: list[Quota | None] = []
         for window in windows:
-            count, reset_at = totals[window]
-            count += 1
-            totals[window] = (count, reset_at)
-            reset = max(0, math.ceil(reset_at - now))
+            counted = counts[window]
+            count = counted[0] = counted[0] + 1
+            reset = counted[1]
             limit = window.limit
             quotas.append(
                 Quota(
