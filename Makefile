@@ -213,6 +213,11 @@ compare: $(STAMP)
 profile: $(STAMP)
 	$(BIN)/python -m bench.profile $(ARGS)
 
+## instructions: the machine instructions one read costs the app in process (valgrind), for each revision: the same count whatever the machine does (make instructions ARGS="main . --scenarios S1,S3")
+.PHONY: instructions
+instructions: $(STAMP)
+	$(BIN)/python -m bench.instructions $(ARGS)
+
 ## tail: the latency distribution of durable creates (S4, 64 connections) with what the worker did meanwhile: collections, commits, batches, event-loop lateness, log writes (make tail ARGS="--variants shipped,no-autocheckpoint --repeat 3")
 .PHONY: tail
 tail: $(STAMP)

@@ -74,7 +74,7 @@ def summary(before: list[float], after: list[float]) -> tuple[list[float], float
     return ratios, statistics.median(ratios)
 
 
-def _source(stack: ExitStack, revision: str, work: Path, name: str) -> Path:
+def source(stack: ExitStack, revision: str, work: Path, name: str) -> Path:
     """The ``src`` folder of ``revision``: the working tree's, or a temporary
     worktree's (removed when ``stack`` closes). Raises CalledProcessError."""
     if revision == WORKING_TREE:
@@ -117,8 +117,8 @@ def _run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="petstore-compare-")))
         sources = [
-            _source(stack, args.before, work, "before"),
-            _source(stack, args.after, work, "after"),
+            source(stack, args.before, work, "before"),
+            source(stack, args.after, work, "after"),
         ]
         url = stack.enter_context(
             seed.database(args.backend, pets=args.pets, postgres_url=args.postgres_url)
