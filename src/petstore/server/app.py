@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import start_http_server
 
 from petstore.server import errors, shutdown
-from petstore.server.clock import Clock, Monotonic, monotonic, utc_now
+from petstore.server.clock import Clock, Monotonic, epoch_of, monotonic, utc_now
 from petstore.server.config import Settings, load_settings
 from petstore.server.http import operations
 from petstore.server.http.deprecation import Deprecation
@@ -138,7 +138,7 @@ def create_app(
             date=settings.deprecation_date,
             sunset=pets.SUNSET,
             replacement=pets.REPLACEMENT,
-            clock=clock,
+            epoch=epoch_of(clock),
             links=links,
         ),
         links=links,

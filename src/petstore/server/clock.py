@@ -36,6 +36,15 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def epoch_of(clock: Clock) -> Epoch:
+    """The :data:`Epoch` telling the time ``clock`` tells: :data:`epoch` for
+    :func:`utc_now` (a float a call instead of a datetime: the sunset is checked on
+    every getPet, D14), else the seconds of ``clock()``."""
+    if clock is utc_now:
+        return epoch
+    return lambda: clock().timestamp()
+
+
 #: Seconds between the beats of a :class:`LoopBeat`.
 BEAT_SECONDS = 0.05
 #: Seconds past its due time after which a beat says the loop stood still.

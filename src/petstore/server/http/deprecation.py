@@ -9,21 +9,22 @@ the answer before anything else, so errors carry them too, and calls
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from email.utils import format_datetime
 
 from lru import LRU
 
 from petstore.server import errors
+from petstore.server.clock import Epoch
 from petstore.server.http.exchange import Header, Request
 from petstore.server.http.links import MAX_HOST_CHARS, LinkBase
 
 
 class Deprecation:
     """An operation deprecated on ``date``, removed on ``sunset`` (both aware
-    datetimes; ``clock`` says when it has come) in favour of ``replacement`` (how to do
-    the same, in words); its deprecation page is linked under the base of ``links``."""
+    datetimes; ``epoch``, seconds since 1970, says when it has come) in favour of
+    ``replacement`` (how to do the same, in words); its deprecation page is linked
+    under the base of ``links``."""
 
     def __init__(
         self,
@@ -31,13 +32,14 @@ class Deprecation:
         date: datetime,
         sunset: datetime,
         replacement: str,
-        clock: Callable[[], datetime],
+        epoch: Epoch,
         links: LinkBase,
     ) -> None:
         self.date = date
         self.sunset = sunset
         self.replacement = replacement
-        self.clock = clock
+        self.epoch = epoch
+        self._sunset_at = sunset.timestamp()
         self.links = links
         self._headers: list[Header] = [
             (b"deprecation", f"@{int(date.timestamp())}".encode()),  # RFC 9745
@@ -64,7 +66,7 @@ class Deprecation:
     def check(self, request: Request) -> None:
         """Raise Gone (410) from the sunset on (interface: Versioning), naming the
         operation of ``request`` (``HEAD`` as the ``GET`` it is) and its replacement."""
-        if self.clock() >= self.sunset:
+        if self.epoch() >= self._sunset_at:
             method = "GET" if request.method == "HEAD" else request.method
             removed = format_datetime(self.sunset, usegmt=True)
             raise errors.Gone(
