@@ -4,8 +4,8 @@ machine instructions one read costs the worker's Python, counted by valgrind
 
 req/s on a shared machine moves by 10-30% between runs of the same code, and
 ``make compare`` tells a 2% change only over several rounds. An instruction count
-is the same for the same code whatever else the machine does, so a change of a few
-hundred instructions in a request's path shows at once. It is not time: a cache or
+is the same for the same code whatever else the machine does (repeats agree within
+about 1%), so a change of 2% in a request's path shows in one run. It is not time: a cache or
 branch miss costs no instruction, so a change is still judged served, with
 ``make compare``.
 
@@ -26,7 +26,6 @@ import asyncio
 import os
 import random
 import re
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -69,21 +68,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--requests: at least {AT_ONCE}")
     args.names = names
     return args
-
-
-def environment(database_url: str) -> dict[str, str]:
-    """The child's environment: production, as ``bench.servers.service`` serves."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
-    env.update(
-        {
-            "PETSTORE_ENVIRONMENT": "production",
-            "PETSTORE_CURSOR_SECRET": secrets.token_urlsafe(36),
-            "PETSTORE_BASE_URL": "http://127.0.0.1:8000/v1",
-            "PETSTORE_DATABASE_URL": database_url,
-            **servers.SERVICE_EXTRA_ENV,
-        }
-    )
-    return env
 
 
 def count(src: Path, scenario: str, requests: int, *, pets: int, env: dict[str, str]) -> int:
@@ -175,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"instructions a read (valgrind; {args.requests} requests, {AT_ONCE} at once)")
     with ExitStack() as stack:
         url = stack.enter_context(seed.sqlite_database(pets=args.pets))
-        env = {**environment(url), "BENCH_KEY": seed.create_key(url)}
+        # The driver's requests name 127.0.0.1:8000, where its links then point.
+        env = servers.service_environment(database_url=url, port=8000)
+        env["BENCH_KEY"] = seed.create_key(url)
         work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for number, revision in enumerate(args.revisions):
             src = source(stack, revision, work, f"revision-{number}")

@@ -80,11 +80,10 @@ class Server:
             self.daemon.stop(grace=10, signum=signal.SIGINT)
 
 
-def service(*, database_url: str, cpu: int, log: Path, source: Path | None = None) -> Server:
-    """``petstore serve``: one worker, production, a fresh 48-character cursor secret,
-    everything else as shipped (plus :data:`SERVICE_EXTRA_ENV`). ``source``: a ``src``
-    folder whose ``petstore`` is served instead of the installed one (bench.compare)."""
-    port = processes.free_port()
+def service_environment(*, database_url: str, port: int) -> dict[str, str]:
+    """The environment of a service on ``database_url`` listening on ``port``: this
+    process's, without its ``PETSTORE_*``, then production, a fresh 48-character
+    cursor secret, one worker and :data:`SERVICE_EXTRA_ENV`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PETSTORE_")}
     env.update(
         {
@@ -97,6 +96,15 @@ def service(*, database_url: str, cpu: int, log: Path, source: Path | None = Non
             **SERVICE_EXTRA_ENV,
         }
     )
+    return env
+
+
+def service(*, database_url: str, cpu: int, log: Path, source: Path | None = None) -> Server:
+    """``petstore serve``: one worker, production, a fresh 48-character cursor secret,
+    everything else as shipped (plus :data:`SERVICE_EXTRA_ENV`). ``source``: a ``src``
+    folder whose ``petstore`` is served instead of the installed one (bench.compare)."""
+    port = processes.free_port()
+    env = service_environment(database_url=database_url, port=port)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     command = ["taskset", "-c", str(cpu), sys.executable, "-m", "petstore", "serve"]

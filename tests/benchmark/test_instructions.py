@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench import instructions, seed
+from bench import instructions, seed, servers
 from tests import ROOT
 
 
@@ -17,7 +17,8 @@ from tests import ROOT
 @pytest.mark.parametrize("scenario", ["S1", "S2", "S3"])
 def test_the_driver_answers_every_read_of_the_scenario(scenario: str) -> None:
     with seed.sqlite_database(pets=100) as url:
-        env = {**instructions.environment(url), "BENCH_KEY": seed.create_key(url)}
+        env = servers.service_environment(database_url=url, port=8000)
+        env["BENCH_KEY"] = seed.create_key(url)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
         command = [sys.executable, "-m", "bench.instructions", "--drive", scenario]
         done = subprocess.run(
